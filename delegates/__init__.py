@@ -1,0 +1,1 @@
+"""delegates: filled by later issues."""

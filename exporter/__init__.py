@@ -1,0 +1,1 @@
+"""exporter: filled by later issues."""

@@ -1,0 +1,11 @@
+"""Imports every kernel family module so that its kernels register."""
+import importlib
+import pkgutil
+
+import kernels
+
+_SKIP = {"registry", "families", "promote"}
+
+for _m in pkgutil.iter_modules(kernels.__path__):
+    if _m.name not in _SKIP and not _m.name.startswith("_"):
+        importlib.import_module(f"kernels.{_m.name}")

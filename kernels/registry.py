@@ -1,0 +1,125 @@
+"""The kernel registry: kernels keyed by their exact ExecuTorch op name.
+
+A kernel is a Python callable registered under names such as
+``"aten::add.out"``. The runtime calls it with the values of its
+KernelCall's ``args`` (spec 4.8), truncated to the number of positional
+parameters the function declares, so a kernel names exactly the schema
+arguments it uses (the trailing duplicate ``out`` that the emitter appends is
+dropped). Values arrive as:
+
+* tensors: :class:`cython_ext.ETensor`;
+* Int / Double / Bool / String / Null: ``int`` / ``float`` / ``bool`` / ``str`` / ``None``;
+* IntList / DoubleList / BoolList: ``list`` of Python scalars;
+* TensorList: ``list`` of ETensor; OptionalTensorList: ``list`` of ETensor or None.
+
+An out-variant kernel writes into its ``out`` tensor(s) (``out.write(array)``
+resizes per ExecuTorch's rules and casts) and returns ``None``. A symbolic or
+prim op returns its scalar result, which the runtime stores in the
+instruction's last value slot.
+
+>>> from kernels.registry import register, get_kernel
+>>> @register("demo::twice.out")
+... def _twice(self, out):
+...     out.write(self.numpy() * 2)
+>>> get_kernel("demo::twice.out").arity
+2
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+from cython_ext.errors import ErrorCode, ExecuTorchError
+
+TIERS = ("reference", "fast")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    fn: Callable
+    arity: int | None  # number of leading args passed; None = all
+    tier: str
+
+
+_REGISTRY: dict[str, dict[str, Kernel]] = {t: {} for t in TIERS}
+
+
+def _arity(fn) -> int | None:
+    params = inspect.signature(fn).parameters.values()
+    n = 0
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            n += 1
+    return n
+
+
+def register(*names: str, tier: str = "reference"):
+    """Decorator registering ``fn`` under each of ``names``; a name registered twice raises."""
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}")
+
+    def deco(fn):
+        arity = _arity(fn)
+        table = _REGISTRY[tier]
+        for name in names:
+            if name in table:
+                raise ExecuTorchError(
+                    ErrorCode.RegistrationAlreadyRegistered,
+                    f"kernel {name!r} ({tier}) is already registered by {table[name].fn.__module__}")
+            table[name] = Kernel(name, fn, arity, tier)
+        return fn
+
+    return deco
+
+
+def has_kernel(name: str, tier: str = "reference") -> bool:
+    _load_families()
+    return name in _REGISTRY[tier] or (tier != "reference" and name in _REGISTRY["reference"])
+
+
+def get_kernel(name: str, tier: str = "reference") -> Kernel:
+    """The kernel for ``name``; the fast tier falls back to the reference kernel."""
+    _load_families()
+    k = _REGISTRY[tier].get(name)
+    if k is None and tier != "reference":
+        k = _REGISTRY["reference"].get(name)
+    if k is None:
+        raise missing_operators_error([name])
+    return k
+
+
+def registered_names(tier: str = "reference") -> list[str]:
+    _load_families()
+    return sorted(_REGISTRY[tier])
+
+
+def closest_names(name: str, n: int = 3) -> list[str]:
+    _load_families()
+    return difflib.get_close_matches(name, list(_REGISTRY["reference"]), n=n, cutoff=0.5)
+
+
+def missing_operators_error(names, where: str = "") -> ExecuTorchError:
+    lines = []
+    for name in names:
+        close = closest_names(name)
+        hint = f" (closest registered: {', '.join(close)})" if close else ""
+        lines.append(f"{name}{hint}")
+    prefix = f"{where}: " if where else ""
+    return ExecuTorchError(
+        ErrorCode.OperatorMissing,
+        f"{prefix}no kernel registered for {len(lines)} operator(s): " + "; ".join(lines))
+
+
+_loaded = False
+
+
+def _load_families():
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import kernels.families  # noqa: F401  (registers every family)

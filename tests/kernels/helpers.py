@@ -1,0 +1,71 @@
+"""Shared helpers for kernel tests: torch <-> numpy <-> ETensor, and calling a kernel.
+
+>>> import numpy as np
+>>> out = static_out((2,), np.float32)
+>>> call("aten::add.out", np.ones(2, np.float32), np.ones(2, np.float32), 1, out)
+>>> out.numpy().tolist()
+[2.0, 2.0]
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from kernels import get_kernel
+
+
+def to_np(t) -> np.ndarray:
+    """A torch tensor as a numpy array (bfloat16 through ml_dtypes)."""
+    import torch
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def to_torch(a: np.ndarray):
+    import torch
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.dtype(ml_dtypes.bfloat16):
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def static_out(shape, dtype) -> ETensor:
+    """A STATIC out tensor of exactly ``shape`` (a kernel writing another shape fails)."""
+    return ETensor.empty(from_numpy_dtype(dtype), shape)
+
+
+def bound_out(max_shape, dtype) -> ETensor:
+    """A DYNAMIC_BOUND out tensor with capacity ``max_shape`` (kernel must resize it)."""
+    return ETensor.empty(from_numpy_dtype(dtype), max_shape, dynamism=Dynamism.DYNAMIC_BOUND)
+
+
+def as_value(x):
+    """Convert numpy arrays (and lists of them) to ETensors; pass everything else through."""
+    if isinstance(x, np.ndarray):
+        return ETensor.from_array(x)
+    if isinstance(x, (list, tuple)) and any(isinstance(e, np.ndarray) for e in x):
+        return [ETensor.from_array(e) if isinstance(e, np.ndarray) else e for e in x]
+    return x
+
+
+def call(name: str, *args, tier: str = "reference"):
+    """Call kernel ``name`` the way the runtime does; returns the kernel's return value."""
+    k = get_kernel(name, tier)
+    vals = [as_value(a) for a in args]
+    if k.arity is not None:
+        vals = vals[:k.arity]
+    return k.fn(*vals)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol=1e-5, atol=1e-5):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    if got.dtype.kind in "fc" or got.dtype == np.dtype(ml_dtypes.bfloat16):
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
