@@ -1,1 +1,15 @@
-"""delegates: filled by later issues."""
+"""Delegates: the backend interface and one bridge per vendor runtime.
+
+A backend mirrors ExecuTorch's contract (spec section 6): ``is_available()``,
+``init(processed, compile_specs, named_data) -> handle``,
+``execute(handle, args)``, ``destroy(handle)``, registered under the id the
+``.pte`` names (``"XnnpackBackend"``, ...).
+
+>>> from delegates import backend_registry
+>>> "XnnpackBackend" in backend_registry.known_ids()
+True
+"""
+from delegates.interface import BackendInterface
+from delegates.registry import backend_registry, register_backend
+
+__all__ = ["BackendInterface", "backend_registry", "register_backend"]

@@ -1,0 +1,29 @@
+"""The backend contract every bridge implements (spec section 6.1)."""
+from __future__ import annotations
+
+
+class BackendInterface:
+    """Subclass, set ``id``, and register with ``delegates.register_backend``.
+
+    ``execute`` receives the DelegateCall's argument values in order (inputs,
+    then outputs): ``ETensor`` for tensors, Python scalars otherwise. It writes
+    results into the output tensors in place (``out.write(array)``).
+    """
+
+    id: str = ""
+    install_hint: str = ""
+
+    def is_available(self) -> bool:
+        return False
+
+    def unavailable_reason(self) -> str:
+        return self.install_hint or "its vendor library is not installed"
+
+    def init(self, processed, compile_specs: list[tuple[str, bytes]], named_data):
+        raise NotImplementedError
+
+    def execute(self, handle, args: list) -> None:
+        raise NotImplementedError
+
+    def destroy(self, handle) -> None:
+        pass

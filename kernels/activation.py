@@ -1,0 +1,98 @@
+"""Activation kernels: hardtanh, gelu, elu, leaky_relu, glu, logit.
+
+(``relu`` and ``sigmoid`` are plain unary table rows in ``elementwise.py``.)
+ATen accepts only floating inputs here except for ``hardtanh`` (integers too)
+and ``logit`` (integers promote to float32).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernels.elementwise import (
+    BOOL, cast, check_out, emit, erf, float_result, invalid, require_float, sigmoid)
+from kernels.promote import compute_dtype
+from kernels.registry import register
+
+
+@register("aten::hardtanh.out")
+def hardtanh_out(self, min_val, max_val, out):
+    op = "aten::hardtanh.out"
+    dt = self.dtype
+    if dt == BOOL:
+        raise invalid(op, "self", "a numeric (non-bool) tensor", "bool")
+    check_out(op, dt, out)
+    ct = compute_dtype(dt)
+    # Bounds are cast to the tensor's dtype first (an int tensor clamps to int(-1.5) == -1).
+    x = np.maximum(cast(self, ct), cast(min_val, ct))
+    emit(out, np.minimum(x, cast(max_val, ct)), dt)
+
+
+@register("aten::gelu.out")
+def gelu_out(self, approximate, out):
+    op = "aten::gelu.out"
+    require_float(op, self)
+    if approximate not in ("none", "tanh"):
+        raise invalid(op, "approximate", "'none' or 'tanh'", repr(approximate))
+    dt = self.dtype
+    check_out(op, dt, out)
+    x = cast(self, compute_dtype(dt))
+    with np.errstate(all="ignore"):
+        if approximate == "tanh":
+            inner = x.dtype.type(math.sqrt(2.0 / math.pi)) * (x + x.dtype.type(0.044715) * x ** 3)
+            r = 0.5 * x * (1.0 + np.tanh(inner))
+        else:
+            r = 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+    emit(out, r, dt)
+
+
+@register("aten::elu.out")
+def elu_out(self, alpha, scale, input_scale, out):
+    op = "aten::elu.out"
+    require_float(op, self)
+    dt = self.dtype
+    check_out(op, dt, out)
+    x = cast(self, compute_dtype(dt))
+    with np.errstate(all="ignore"):
+        neg = np.expm1(x * x.dtype.type(input_scale)) * x.dtype.type(alpha * scale)
+        emit(out, np.where(x > 0, x * x.dtype.type(scale), neg), dt)
+
+
+@register("aten::leaky_relu.out")
+def leaky_relu_out(self, negative_slope, out):
+    op = "aten::leaky_relu.out"
+    require_float(op, self)
+    dt = self.dtype
+    check_out(op, dt, out)
+    x = cast(self, compute_dtype(dt))
+    emit(out, np.where(x > 0, x, x * x.dtype.type(negative_slope)), dt)
+
+
+@register("aten::glu.out")
+def glu_out(self, dim, out):
+    op = "aten::glu.out"
+    require_float(op, self)
+    if self.ndim == 0:
+        raise invalid(op, "self", "a tensor with at least one dimension", "a 0-dim tensor")
+    if not -self.ndim <= dim < self.ndim:
+        raise invalid(op, "dim", f"a dim in [{-self.ndim}, {self.ndim})", dim)
+    dim %= self.ndim
+    if self.shape[dim] % 2:
+        raise invalid(op, "self", f"an even size in dim {dim}", self.shape[dim])
+    dt = self.dtype
+    check_out(op, dt, out)
+    a, b = np.split(cast(self, compute_dtype(dt)), 2, axis=dim)
+    emit(out, a * sigmoid(b), dt)
+
+
+@register("aten::logit.out")
+def logit_out(self, eps, out):
+    op = "aten::logit.out"
+    dt = float_result(self.dtype)
+    check_out(op, dt, out)
+    x = cast(self, compute_dtype(dt))
+    if eps is not None and eps >= 0:  # ATen ignores a negative eps
+        x = np.clip(x, x.dtype.type(eps), x.dtype.type(1.0 - eps))
+    with np.errstate(all="ignore"):
+        emit(out, np.log(x / (1.0 - x)), dt)

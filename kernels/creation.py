@@ -1,0 +1,145 @@
+"""Creation ops: arange, full/zeros/ones, scalar_tensor, rand/randn, native_dropout, linspace/logspace.
+
+These take their dtype from the out tensor (ExecuTorch emits the out with the
+dtype the graph asked for). Random ops draw from one module-level numpy
+Generator; ``seed()`` resets it for reproducible runs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from kernels.promote import compute_dtype
+from kernels.registry import register
+
+_rng = np.random.default_rng()
+
+
+def seed(value: int) -> None:
+    """Reseed the generator behind rand/randn/native_dropout."""
+    global _rng
+    _rng = np.random.default_rng(value)
+
+
+def _bad(op, msg):
+    return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {msg}")
+
+
+def _size(op, size):
+    if any(s < 0 for s in size):
+        raise _bad(op, f"size: expected non-negative sizes, got {list(size)}")
+    return tuple(size)
+
+
+# ---- ranges ---------------------------------------------------------------------------
+
+def _arange(op, start, end, step, out):
+    # ATen computes start + i * step in the accumulate type: int64 for integer
+    # outs (the Scalars truncated first; an int64 out also sizes from the
+    # truncated values), double for float outs.
+    integral = out.dtype.kind in "iub"
+    if integral:
+        start, step = int(start), int(step)
+        if out.dtype == np.int64:
+            end = int(end)
+    if step == 0:
+        raise _bad(op, "step: expected a non-zero value, got 0")
+    if (end - start) * step < 0:
+        raise _bad(op, f"upper bound and larger bound inconsistent with step sign "
+                       f"(start={start}, end={end}, step={step})")
+    n = math.ceil((end - start) / step)
+    out.write(start + step * np.arange(n, dtype=np.int64 if integral else np.float64))
+
+
+@register("aten::arange.out")
+def arange_out(end, out):
+    _arange("arange.out", 0, end, 1, out)
+
+
+@register("aten::arange.start_out")
+def arange_start_out(start, end, step, out):
+    _arange("arange.start_out", start, end, step, out)
+
+
+def _linspace(start, end, steps, dtype):
+    # ATen fills the first half forward from start and the second half backward
+    # from end, so both endpoints are exact.
+    if steps < 0:
+        raise _bad("linspace.out", f"steps: expected a non-negative value, got {steps}")
+    if steps == 1:
+        return np.full(1, start, np.float64)
+    acc = np.float64 if dtype.kind in "iu" or dtype == np.float64 else np.float32
+    step = acc((end - start) / (steps - 1)) if steps > 1 else acc(0)
+    i = np.arange(steps)
+    half = steps // 2
+    return np.where(i < half, acc(start) + step * i.astype(acc),
+                    acc(end) - step * (steps - 1 - i).astype(acc))
+
+
+@register("aten::linspace.out")
+def linspace_out(start, end, steps, out):
+    out.write(_linspace(start, end, steps, out.dtype))
+
+
+@register("aten::logspace.out")
+def logspace_out(start, end, steps, base, out):
+    exps = _linspace(start, end, steps, np.dtype(np.float64))
+    out.write(np.power(np.float64(base), exps))
+
+
+# ---- constants ------------------------------------------------------------------------
+
+@register("aten::full.out")
+def full_out(size, fill_value, out):
+    out.write(np.full(_size("full.out", size), fill_value, compute_dtype(out.dtype)))
+
+
+@register("aten::full_like.out")
+def full_like_out(self, fill_value, memory_format, out):
+    out.write(np.full(self.shape, fill_value, compute_dtype(out.dtype)))
+
+
+@register("aten::zeros.out")
+def zeros_out(size, out):
+    out.write(np.zeros(_size("zeros.out", size), out.dtype))
+
+
+@register("aten::ones.out")
+def ones_out(size, out):
+    out.write(np.ones(_size("ones.out", size), out.dtype))
+
+
+@register("aten::scalar_tensor.out")
+def scalar_tensor_out(s, out):
+    out.write(np.asarray(s))
+
+
+# ---- random ---------------------------------------------------------------------------
+
+@register("aten::rand.out")
+def rand_out(size, out):
+    out.write(_rng.random(_size("rand.out", size), np.float32))
+
+
+@register("aten::randn.out")
+def randn_out(size, out):
+    out.write(_rng.standard_normal(_size("randn.out", size), np.float32))
+
+
+@register("aten::native_dropout.out")
+def native_dropout_out(input, p, train, out0, out1):  # noqa: A002 (schema name)
+    # As ATen: train=None means training; p == 1 zeroes everything (scale 0).
+    x = input.numpy()
+    if not 0 <= p <= 1:
+        raise _bad("native_dropout.out", f"p: expected a probability in [0, 1], got {p}")
+    if train is False or x.size == 0:
+        out0.write(x)
+        out1.write(np.ones(x.shape, bool))
+        return
+    keep = _rng.random(x.shape) < 1 - p
+    scale = 0.0 if p == 1 else 1.0 / (1 - p)
+    xc = x.astype(compute_dtype(x.dtype), copy=False)
+    out0.write(xc * keep * xc.dtype.type(scale))
+    out1.write(keep)

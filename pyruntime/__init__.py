@@ -1,0 +1,51 @@
+"""pyruntime: run ExecuTorch programs (.pte/.ptd) from Python, no C++ build.
+
+The API mirrors ``executorch.runtime``::
+
+    import pyruntime
+    program = pyruntime.Runtime.get().load_program("model.pte")
+    method = program.load_method("forward")
+    outputs = method.execute([x])          # numpy arrays in, numpy arrays out
+
+or in one line: ``pyruntime.load("model.pte").forward(x)``.
+"""
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.method import Method
+from pyruntime.program import MethodMeta, Program, TensorInfo
+from pyruntime.ptd import DataMap
+from pyruntime.runtime import Runtime
+
+__all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "DataMap",
+           "ExecuTorchError", "ErrorCode", "load", "Module"]
+
+
+class Module:
+    """A program whose methods are attributes: ``pyruntime.load(p).forward(x)``.
+
+    Methods load on first use and stay loaded (so mutable state such as KV caches
+    persists between calls). Each call returns the list of outputs.
+    """
+
+    def __init__(self, program: Program, tier: str = "reference"):
+        self.program = program
+        self.tier = tier
+        self._methods = {}
+
+    def method(self, name: str) -> Method:
+        if name not in self._methods:
+            self._methods[name] = self.program.load_method(name, tier=self.tier)
+        return self._methods[name]
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name not in self.program.method_names:
+            raise AttributeError(name)
+        m = self.method(name)
+        return lambda *inputs: m.execute(inputs)
+
+    def __dir__(self):
+        return list(super().__dir__()) + self.program.method_names
+
+
+def load(path, *, data_path=None, tier: str = "reference") -> Module:
+    """Load a program for calling its methods directly: ``load(p).forward(x)``."""
+    return Module(Runtime.get().load_program(path, data_path=data_path), tier=tier)

@@ -1,0 +1,145 @@
+"""``pyruntime`` command line: inspect and run .pte programs.
+
+    pyruntime inspect model.pte
+    pyruntime run model.pte --inputs in.npz --out out.npz
+    pyruntime run model.pte            # random inputs of the declared shapes
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from cython_ext.errors import ExecuTorchError
+from pyruntime.program import TensorInfo
+from pyruntime.runtime import Runtime
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def inspect_program(path, data_path=None, out=sys.stdout) -> None:
+    prog = Runtime.get().load_program(path, data_path=data_path)
+    w = out.write
+    w(f"program: {path}\n")
+    w(f"  methods: {', '.join(prog.method_names)}\n")
+    w(f"  constant bytes: {prog.constant_bytes} ({_fmt_bytes(prog.constant_bytes)})\n")
+    segs = prog.segments
+    w(f"  segments: {len(segs)}\n")
+    for i, (off, size) in enumerate(segs):
+        w(f"    [{i}] offset {off}, {size} bytes\n")
+    if prog.named_data_keys:
+        w(f"  named data keys: {len(prog.named_data_keys)}\n")
+    for name in prog.method_names:
+        m = prog.metadata(name)
+        w(f"\nmethod {name!r}\n")
+        w(f"  inputs ({m.num_inputs()}):\n")
+        for i, info in enumerate(m.inputs):
+            w(f"    {i}: {info}{_planned(info)}\n")
+        w(f"  outputs ({m.num_outputs()}):\n")
+        for i, info in enumerate(m.outputs):
+            w(f"    {i}: {info}{_planned(info)}\n")
+        total = sum(m.planned_buffer_sizes)
+        w(f"  planned memory: {total} bytes in {len(m.planned_buffer_sizes)} buffer(s)\n")
+        for i, s in enumerate(m.planned_buffer_sizes):
+            w(f"    buffer {i + 1}: {s} bytes ({_fmt_bytes(s)})\n")
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(m.instruction_kinds.items()))
+        w(f"  instructions: {m.instruction_count} ({kinds})\n")
+        if m.backends:
+            w(f"  delegates: {', '.join(m.backends)}\n")
+        w(f"  operators ({len(m.operator_counts)}):\n")
+        for op, n in sorted(m.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            w(f"    {n:5d}  {op}\n")
+
+
+def _planned(info) -> str:
+    if isinstance(info, TensorInfo):
+        return " planned" if info.is_memory_planned else " (caller memory)"
+    return ""
+
+
+def _random_input(info, rng):
+    if not isinstance(info, TensorInfo):
+        return info.value
+    if info.dtype == np.bool_:
+        return rng.random(info.sizes) > 0.5
+    if info.dtype.kind in "iu":
+        return rng.integers(0, 8, info.sizes).astype(info.dtype)
+    return rng.standard_normal(info.sizes).astype(info.dtype)
+
+
+def run_program(path, method="forward", inputs=None, out=None, data_path=None, iters=1,
+                seed=0, stream=sys.stdout) -> list:
+    t0 = time.perf_counter()
+    prog = Runtime.get().load_program(path, data_path=data_path)
+    m = prog.load_method(method)
+    t_load = time.perf_counter() - t0
+    meta = prog.metadata(method)
+    if inputs:
+        with np.load(inputs) as z:
+            keys = sorted(z.files, key=_input_order)
+            args = [z[k] for k in keys]
+        args = [a.item() if a.ndim == 0 and not isinstance(meta.inputs[i], TensorInfo) else a
+                for i, a in enumerate(args)]
+    else:
+        rng = np.random.default_rng(seed)
+        args = [_random_input(info, rng) for info in meta.inputs]
+    times = []
+    for _ in range(max(1, iters)):
+        t = time.perf_counter()
+        outputs = m.execute(args)
+        times.append(time.perf_counter() - t)
+    stream.write(f"loaded {path} method {method!r} in {t_load * 1e3:.2f} ms\n")
+    stream.write(f"execute: {np.median(times) * 1e3:.3f} ms (median of {len(times)})\n")
+    for i, o in enumerate(outputs):
+        if isinstance(o, np.ndarray):
+            stream.write(f"  output {i}: {o.dtype}{list(o.shape)}\n")
+        else:
+            stream.write(f"  output {i}: {o!r}\n")
+    if out:
+        np.savez(out, **{f"output_{i}": np.asarray(o) for i, o in enumerate(outputs)})
+        stream.write(f"wrote {out}\n")
+    return outputs
+
+
+def _input_order(key: str):
+    digits = "".join(ch for ch in key if ch.isdigit())
+    return (int(digits) if digits else 0, key)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="pyruntime", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    pi = sub.add_parser("inspect", help="methods, inputs/outputs, operators, memory, segments")
+    pi.add_argument("file")
+    pi.add_argument("--data", help=".ptd external data file")
+    pr = sub.add_parser("run", help="run a method on inputs from .npz (or random)")
+    pr.add_argument("file")
+    pr.add_argument("--method", default="forward")
+    pr.add_argument("--inputs", help=".npz with arrays in input order (arr_0, arr_1, ...)")
+    pr.add_argument("--out", help="write outputs to this .npz")
+    pr.add_argument("--data", help=".ptd external data file")
+    pr.add_argument("--iters", type=int, default=1)
+    pr.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "inspect":
+            inspect_program(args.file, args.data)
+        else:
+            run_program(args.file, args.method, args.inputs, args.out, args.data, args.iters,
+                        args.seed)
+    except ExecuTorchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""A loaded method: planned arenas, the value table, bound instructions, the loop.
+
+Reads top to bottom as the C++ ``Method`` does: load (arenas, values,
+delegates, kernels), bind inputs, execute the chain, return outputs.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from cython_ext.dtypes import from_numpy_dtype, scalar_type_name
+from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from cython_ext.tensor import Dynamism, ETensor
+from delegates import backend_registry
+from kernels.registry import get_kernel, has_kernel, missing_operators_error
+from pyruntime.values import ListRef, ValueBuilder
+
+MAX_INSTRUCTIONS = 10_000_000  # the C++ runtime's infinite-loop guard
+
+KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
+
+
+def _as_array(x):
+    """A numpy view of a user input: ndarray, ``__dlpack__`` or ``__array__`` objects."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, RuntimeError, BufferError):
+            pass
+    return np.asarray(x)
+
+
+class Method:
+    """One ExecutionPlan, loaded: call ``execute(inputs)`` to run it.
+
+    >>> # m = pyruntime.Runtime.get().load_program("model.pte").load_method("forward")
+    >>> # outputs = m.execute([np.ones((1, 4), np.float32)])
+    """
+
+    def __init__(self, program, plan, tier: str = "reference", data_map=None,
+                 max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS):
+        self.program = program
+        self.max_planned_bytes = max_planned_bytes
+        self.max_instructions = max_instructions
+        self.plan = plan
+        self.name = plan.name or ""
+        self.tier = tier
+        self._lock = threading.Lock()
+        pte = program._pte
+        where = f"method {self.name!r}"
+        self.arenas = self._allocate_arenas(where)
+        external = data_map
+        self.values = ValueBuilder(pte, plan, self.arenas, program._constants, external,
+                                   self.name).build()
+        self._delegate_handles = []
+        self._delegates = self._init_delegates(pte, where, program._named_data_map(data_map))
+        self.inputs = self._index_list(plan.inputs, "input", where)
+        self.outputs = self._index_list(plan.outputs, "output", where)
+        self._bind_unplanned_outputs()
+        self.instructions = self._bind_instructions(where)
+        self._inputs_set = [False] * len(self.inputs)
+        self._input_refs = [None] * len(self.inputs)  # keeps aliased caller arrays alive
+
+    # ---- load ------------------------------------------------------------------
+    def _allocate_arenas(self, where):
+        sizes = self.plan.non_const_buffer_sizes or []
+        total = sum(sizes[1:])
+        if self.max_planned_bytes is not None and total > self.max_planned_bytes:
+            raise ExecuTorchError(ErrorCode.MemoryAllocationFailed,
+                                  f"{where}: the plan needs {total} bytes of planned memory, over "
+                                  f"the limit of {self.max_planned_bytes}")
+        arenas = []
+        for i, size in enumerate(sizes[1:], start=1):
+            if size < 0:
+                raise invalid_program(f"{where}: planned buffer {i} has negative size {size}")
+            try:
+                arenas.append(np.zeros(size, np.uint8))
+            except (MemoryError, ValueError) as e:
+                raise ExecuTorchError(ErrorCode.MemoryAllocationFailed,
+                                      f"{where}: cannot allocate planned buffer {i} of {size} "
+                                      f"bytes: {e}") from e
+        return arenas
+
+    def _index_list(self, idx, what, where):
+        idx = list(idx or [])
+        for i in idx:
+            if not 0 <= i < len(self.values):
+                raise invalid_program(f"{where}: {what} value index {i} out of range")
+        return idx
+
+    def _bind_unplanned_outputs(self):
+        # Unplanned tensor outputs get a zeroed buffer of their serialized size once per
+        # loaded method, as ExecuTorch's Python bindings do (spec 4.6).
+        for i in self.outputs:
+            v = self.values[i]
+            if isinstance(v, ETensor) and v.storage is None:
+                v.set_storage(np.zeros(v.capacity_bytes, np.uint8))
+
+    def _init_delegates(self, pte, where, named_data):
+        out = []
+        for d, bd in enumerate(self.plan.delegates or []):
+            w = f"{where} delegate {d}"
+            backend = backend_registry.get(bd.id or "", w)
+            blob = pte.delegate_blob(bd.processed, w)
+            specs = [(cs.key or "", bytes(cs.value) if cs.value is not None else b"")
+                     for cs in (bd.compile_specs or [])]
+            try:
+                handle = backend.init(blob, specs, named_data)
+            except ExecuTorchError as e:
+                raise e.with_context(f"{w} ({bd.id})") from e
+            self._delegate_handles.append((backend, handle))
+            out.append((backend, handle, bd.id))
+        return out
+
+    def _bind_instructions(self, where):
+        plan, values = self.plan, self.values
+        nvals = len(values)
+        chains = plan.chains or []
+        if not chains:
+            raise invalid_program(f"{where}: no chains")
+        operators = plan.operators or []
+        op_names = [(o.name or "") + (f".{o.overload}" if o.overload else "") for o in operators]
+        missing = sorted({n for n in op_names if not has_kernel(n, self.tier)})
+        # Only operators actually called must exist (as in the C++ runtime).
+        bound = []
+        for c, chain in enumerate(chains):
+            instrs = []
+            used_missing = set()
+            for pc, ins in enumerate(chain.instructions or []):
+                w = f"{where} chain {c} instruction {pc}"
+                code, a = ins.instr_args
+                if a is None:
+                    raise invalid_program(f"{w}: instruction without arguments (type {code})")
+                kind = a._kind
+                if kind in ("KernelCall", "DelegateCall"):
+                    args = tuple(a.args or [])
+                    for j in args:
+                        if not 0 <= j < nvals:
+                            raise invalid_program(f"{w}: argument value index {j} out of range "
+                                                  f"({nvals} values)")
+                    lists = tuple(k for k, j in enumerate(args) if isinstance(values[j], ListRef))
+                if kind == "KernelCall":
+                    if not 0 <= a.op_index < len(op_names):
+                        raise invalid_program(f"{w}: op_index {a.op_index} out of range "
+                                              f"({len(op_names)} operators)")
+                    name = op_names[a.op_index]
+                    if name in missing:
+                        used_missing.add(name)
+                        continue
+                    k = get_kernel(name, self.tier)
+                    n = len(args) if k.arity is None else min(k.arity, len(args))
+                    instrs.append((KERNEL, k.fn, args, n, lists, name, pc))
+                elif kind == "DelegateCall":
+                    if not 0 <= a.delegate_index < len(self._delegates):
+                        raise invalid_program(f"{w}: delegate_index {a.delegate_index} out of "
+                                              f"range ({len(self._delegates)} delegates)")
+                    backend, handle, bid = self._delegates[a.delegate_index]
+                    instrs.append((DELEGATE, (backend, handle), args, len(args), lists,
+                                   f"delegate {bid}", pc))
+                elif kind == "MoveCall":
+                    for j in (a.move_from, a.move_to):
+                        if not 0 <= j < nvals:
+                            raise invalid_program(f"{w}: move index {j} out of range")
+                    instrs.append((MOVE, a.move_from, a.move_to, 0, (), "move", pc))
+                elif kind == "JumpFalseCall":
+                    if not 0 <= a.cond_value_index < nvals:
+                        raise invalid_program(f"{w}: condition index {a.cond_value_index} out "
+                                              "of range")
+                    if a.destination_instruction < 0:
+                        raise invalid_program(f"{w}: negative jump destination")
+                    instrs.append((JUMP_FALSE, a.cond_value_index, a.destination_instruction, 0,
+                                   (), "jump_false", pc))
+                elif kind == "FreeCall":
+                    if not 0 <= a.value_index < nvals:
+                        raise invalid_program(f"{w}: free index {a.value_index} out of range")
+                    instrs.append((FREE, a.value_index, None, 0, (), "free", pc))
+            if used_missing:
+                raise missing_operators_error(sorted(used_missing), f"{where} chain {c}")
+            bound.append(instrs)
+        return bound
+
+    # ---- metadata --------------------------------------------------------------
+    @property
+    def method_meta(self):
+        return self.program.metadata(self.name)
+
+    # ---- inputs ----------------------------------------------------------------
+    def set_input(self, value, index: int) -> None:
+        """Bind one input (copied into planned memory, aliased when unplanned)."""
+        if not 0 <= index < len(self.inputs):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"method {self.name!r}: input index {index} out of range "
+                                  f"({len(self.inputs)} inputs)")
+        where = f"method {self.name!r} input {index}"
+        slot = self.values[self.inputs[index]]
+        if isinstance(slot, ETensor):
+            self._bind_tensor(slot, value, index, where)
+        elif slot is None:
+            pass
+        elif isinstance(slot, bool):
+            if not isinstance(value, (bool, np.bool_)) or bool(value) != slot:
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{where}: expected the traced Bool {slot}, got {value!r}")
+        elif isinstance(slot, int):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                    or int(value) != slot:
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{where}: expected the traced Int {slot}, got {value!r}")
+        elif isinstance(slot, float):
+            if not isinstance(value, (int, float, np.floating, np.integer)) or not _close(
+                    float(value), slot):
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{where}: expected the traced Double {slot}, got {value!r}")
+        elif isinstance(slot, str):
+            if value != slot:
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{where}: expected the traced String {slot!r}, got {value!r}")
+        else:
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where}: list inputs are not supported")
+        self._inputs_set[index] = True
+
+    def _bind_tensor(self, t: ETensor, value, index: int, where: str) -> None:
+        if isinstance(value, ETensor):
+            value = value.numpy()
+        elif isinstance(value, (bool, int, float)):
+            value = np.asarray(value, dtype=t.dtype)
+            if value.ndim != t.ndim:
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{where}: expected a {t.ndim}-d tensor {t.describe()}, "
+                                      f"got a Python scalar")
+        try:
+            a = _as_array(value)
+        except Exception as e:  # noqa: BLE001 - any conversion failure is the caller's input
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where}: cannot convert {type(value).__name__} to an array: "
+                                  f"{e}") from e
+        if a.dtype != t.dtype:
+            try:
+                got = scalar_type_name(from_numpy_dtype(a.dtype))
+            except ValueError:
+                got = str(a.dtype)
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where}: expected dtype {scalar_type_name(t.scalar_type)}, "
+                                  f"got {got}")
+        if a.ndim != t.ndim:
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where}: expected rank {t.ndim} (sizes {list(t.sizes)}), got "
+                                  f"rank {a.ndim} (shape {list(a.shape)})")
+        if t.dynamism == Dynamism.STATIC:
+            if a.shape != t.sizes:
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{where}: expected shape {list(t.sizes)}, got "
+                                      f"{list(a.shape)} (the input is static)")
+        else:
+            bound = self._bounds[index]
+            for d, (got, mx) in enumerate(zip(a.shape, bound)):
+                if got > mx:
+                    raise ExecuTorchError(
+                        ErrorCode.InvalidArgument,
+                        f"{where}: dimension {d} is {got}, above its upper bound {mx} "
+                        f"(bounds {list(bound)}, got shape {list(a.shape)})")
+            t.resize(a.shape)
+        if t.planned:
+            if a.size:
+                np.copyto(t.numpy(), a)
+        elif a.flags.c_contiguous and t.is_contiguous():
+            t.set_storage(a.reshape(-1).view(np.uint8) if a.size else np.zeros(0, np.uint8))
+            self._input_refs[index] = a  # aliased: keep the caller's array alive
+        else:
+            t.set_storage(np.empty(t.nbytes, np.uint8))
+            if a.size:
+                np.copyto(t.numpy(), a)
+
+    @property
+    def _bounds(self):
+        b = getattr(self, "_bounds_cache", None)
+        if b is None:
+            b = self._bounds_cache = [
+                tuple(self.program._plan_input_sizes(self.plan, i)) for i in range(len(self.inputs))]
+        return b
+
+    # ---- execute ---------------------------------------------------------------
+    def execute(self, inputs=()) -> list:
+        """Bind ``inputs`` (a sequence), run the method, return its outputs as numpy arrays.
+
+        Tensor outputs are copies (planned memory is reused by the next run);
+        scalar outputs are Python values.
+        """
+        inputs = list(inputs)
+        if len(inputs) != len(self.inputs):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"method {self.name!r}: expected {len(self.inputs)} inputs, "
+                                  f"got {len(inputs)}")
+        if not self._lock.acquire(blocking=False):
+            raise ExecuTorchError(ErrorCode.InvalidState,
+                                  f"method {self.name!r} is already executing (use one Method "
+                                  "per thread)")
+        try:
+            for i, x in enumerate(inputs):
+                self.set_input(x, i)
+            self._run()
+            return self._collect_outputs()
+        finally:
+            self._lock.release()
+
+    def __call__(self, *inputs):
+        return self.execute(inputs)
+
+    def _run(self) -> None:
+        values = self.values
+        count = 0
+        for c, instrs in enumerate(self.instructions):
+            pc = 0
+            n = len(instrs)
+            while pc < n:
+                count += 1
+                if count > self.max_instructions:
+                    raise invalid_program(f"method {self.name!r}: more than "
+                                          f"{self.max_instructions} "
+                                          "instructions in one execute (infinite loop?)")
+                kind, fn, args, nargs, lists, name, src_pc = instrs[pc]
+                pc += 1
+                if kind == KERNEL or kind == DELEGATE:
+                    vals = [values[j] for j in args]
+                    for k in lists:
+                        vals[k] = vals[k].resolve(values)
+                    try:
+                        if kind == KERNEL:
+                            r = fn(*vals[:nargs])
+                            if r is not None:
+                                values[args[-1]] = r
+                        else:
+                            fn[0].execute(fn[1], vals)
+                    except ExecuTorchError as e:
+                        raise e.with_context(self._where(c, src_pc, name)) from e
+                    except Exception as e:  # noqa: BLE001 - a kernel failure on bad input
+                        raise ExecuTorchError(
+                            ErrorCode.InvalidArgument,
+                            f"{self._where(c, src_pc, name)}: {type(e).__name__}: {e}") from e
+                elif kind == MOVE:
+                    values[args] = values[fn]
+                elif kind == JUMP_FALSE:
+                    if not self._truth(values[fn], c, src_pc):
+                        pc = self._jump_target(args, n, c, src_pc)
+                else:
+                    v = values[fn]
+                    if not isinstance(v, ETensor):
+                        raise invalid_program(f"{self._where(c, src_pc, name)}: FreeCall on a "
+                                              "non-tensor value")
+                    v.set_storage(None)
+
+    def _jump_target(self, dest, n, c, pc):
+        if dest > n:
+            raise invalid_program(f"{self._where(c, pc, 'jump_false')}: destination {dest} past "
+                                  f"the end of the chain ({n} instructions)")
+        # Instructions for missing operators are never dropped (load fails), so the
+        # serialized destination is also our index.
+        return dest
+
+    def _truth(self, v, c, pc) -> bool:
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, ETensor):
+            if v.scalar_type != 11:
+                raise invalid_program(f"{self._where(c, pc, 'jump_false')}: condition tensor is "
+                                      f"{v.describe()}, expected Bool")
+            return bool(np.all(v.numpy()))
+        raise invalid_program(f"{self._where(c, pc, 'jump_false')}: condition is "
+                              f"{type(v).__name__}, expected Bool")
+
+    def _where(self, chain, pc, name) -> str:
+        w = f"method {self.name!r} instruction {pc}"
+        if chain:
+            w += f" (chain {chain})"
+        w += f" ({name})"
+        frame = self.program._frame(self.plan, chain, pc)
+        if frame:
+            w += f" [{frame}]"
+        return w
+
+    def _collect_outputs(self) -> list:
+        out = []
+        for i in self.outputs:
+            v = self.values[i]
+            if isinstance(v, ETensor):
+                out.append(np.array(v.numpy(), copy=True))
+            elif isinstance(v, ListRef):
+                out.append([np.array(t.numpy(), copy=True) if isinstance(t, ETensor) else t
+                            for t in v.resolve(self.values)])
+            else:
+                out.append(v)
+        return out
+
+    def destroy(self) -> None:
+        for backend, handle in self._delegate_handles:
+            backend.destroy(handle)
+        self._delegate_handles = []
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+def _close(a: float, b: float) -> bool:
+    if a != a and b != b:
+        return True
+    if a == b:
+        return True
+    return abs(a - b) <= 1e-4 + 1e-5 * abs(b)

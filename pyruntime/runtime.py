@@ -1,0 +1,46 @@
+"""Runtime: the entry point, mirroring ``executorch.runtime.Runtime``."""
+from __future__ import annotations
+
+import os
+
+from delegates import backend_registry
+from kernels.registry import registered_names
+from pyruntime.program import Program
+
+
+class _OperatorRegistry:
+    @property
+    def operator_names(self) -> set[str]:
+        return set(registered_names())
+
+
+class Runtime:
+    """``Runtime.get()`` returns the process-wide runtime.
+
+    >>> import pyruntime
+    >>> rt = pyruntime.Runtime.get()
+    >>> "aten::add.out" in rt.operator_registry.operator_names
+    True
+    """
+
+    _instance = None
+
+    def __init__(self):
+        self.backend_registry = backend_registry
+        self.operator_registry = _OperatorRegistry()
+
+    @classmethod
+    def get(cls) -> "Runtime":
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def load_program(self, data, *, data_path=None, verification=None) -> Program:
+        """Load a .pte from a path (memory-mapped), bytes or a binary file object.
+
+        ``data_path``: a .ptd file (or list of them) holding external tensors.
+        ``verification`` is accepted for API compatibility; every load is fully checked.
+        """
+        if isinstance(data, os.PathLike):
+            data = os.fspath(data)
+        return Program(data, data_path=data_path)

@@ -1,0 +1,1 @@
+"""Our own readers for ExecuTorch's flatbuffer schemas (written from the spec, no generated code)."""

@@ -1,0 +1,127 @@
+"""Tiny programs exported by ExecuTorch for runtime-semantics tests (cached like fixtures).
+
+``small_program(name)`` returns ``(pte_path, ptd_path_or_None)``; each builder is a
+few lines of torch, so tests can state exactly which runtime feature they exercise.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.programs.fixtures import _versions, _write_atomic, cache_dir
+
+VERSION = "1"
+
+
+def _linear_relu():
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return torch.relu(self.l(x))
+
+    return M(), (torch.randn(2, 4),), {}
+
+
+def _mutable_buffer():
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("acc", torch.zeros(3))
+
+        def forward(self, x):
+            self.acc.add_(x)
+            return self.acc * 1.0
+
+    return M(), (torch.ones(3),), {}
+
+
+def _two_methods():
+    import torch
+
+    class A(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    class B(torch.nn.Module):
+        def forward(self, x, y):
+            return x * y, x - y
+
+    return {"add_one": (A(), (torch.ones(3),)), "mul_sub": (B(), (torch.ones(2), torch.ones(2)))}
+
+
+def _dynamic():
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(-1) * 2
+
+    b = torch.export.Dim("b", min=1, max=8)
+    return M(), (torch.ones(4, 3),), {"dynamic_shapes": ({0: b},)}
+
+
+def _scalar_input():
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, x, k: int):
+            return x * k
+
+    return M(), (torch.ones(2), 3), {}
+
+
+def _export(builder, config=None):
+    import torch
+    from executorch.exir import to_edge
+
+    spec = builder()
+    if isinstance(spec, dict):
+        eps = {n: torch.export.export(m.eval(), args) for n, (m, args) in spec.items()}
+        edge = to_edge(eps)
+    else:
+        m, args, kw = spec
+        edge = to_edge(torch.export.export(m.eval(), args, **kw))
+    return edge.to_executorch(config) if config is not None else edge.to_executorch()
+
+
+def _external_linear():
+    from executorch.exir import ExecutorchBackendConfig
+
+    return _export(_linear_relu, ExecutorchBackendConfig(external_constants=True))
+
+
+BUILDERS = {
+    "linear_relu": lambda: _export(_linear_relu),
+    "mutable_buffer": lambda: _export(_mutable_buffer),
+    "two_methods": lambda: _export(_two_methods),
+    "dynamic": lambda: _export(_dynamic),
+    "scalar_input": lambda: _export(_scalar_input),
+    "external_linear": _external_linear,
+}
+
+
+def small_program(name: str) -> tuple[Path, Path | None]:
+    d = cache_dir() / "small"
+    d.mkdir(parents=True, exist_ok=True)
+    pte, ptd, key = d / f"{name}.pte", d / f"{name}.ptd", d / f"{name}.key"
+    want = json.dumps({"v": VERSION, **_versions()})
+    if not (pte.exists() and key.exists() and key.read_text() == want):
+        et = BUILDERS[name]()
+        if name.startswith("external"):
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                et.write_tensor_data_to_file(tmp)
+                (blob,) = list(Path(tmp).glob("*.ptd"))
+                data = blob.read_bytes()
+            _write_atomic(ptd, lambda f: f.write(data))
+        _write_atomic(pte, lambda f: f.write(et.buffer))
+        _write_atomic(key, lambda f: f.write(want.encode()))
+    return pte, (ptd if ptd.exists() else None)
