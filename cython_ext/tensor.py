@@ -69,7 +69,9 @@ class ETensor:
     @classmethod
     def from_array(cls, array, dynamism=Dynamism.STATIC) -> "ETensor":
         """A contiguous tensor whose bytes alias ``array`` (copied if not contiguous)."""
-        a = np.ascontiguousarray(array)
+        a = np.asarray(array)
+        if not a.flags.c_contiguous:
+            a = a.copy(order="C")  # (not ascontiguousarray: it turns rank 0 into rank 1)
         st = from_numpy_dtype(a.dtype)
         t = cls(st, a.shape, dynamism=dynamism)
         t.storage = a.reshape(-1).view(np.uint8) if a.size else np.zeros(0, np.uint8)

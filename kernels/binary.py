@@ -148,14 +148,16 @@ def div_mode_out(self, other, rounding_mode, out):
 
 # ---- pow ---------------------------------------------------------------------------------------
 
-def _pow(op, base, exponent, out):
+def _pow(op, base, exponent, out, bool_exponent_scalar=False):
     dt = result_type(base, exponent)
-    if dt == BOOL:
+    if dt == BOOL and not bool_exponent_scalar:
         raise invalid(op, "self", "numeric (non-bool) operands", "bool")
     check_out(op, dt, out)
     broadcast_shape(op, base, exponent)
     ct = compute_dtype(dt)
     a, b = cast(base, ct), cast(exponent, ct)
+    if dt == BOOL:  # ATen special-cases exponents 0 and 1, which is x ** e for bools
+        return emit(out, a | ~b, dt)
     with np.errstate(all="ignore"):
         if category(dt) != 1:
             return emit(out, np.power(a, b), dt)
@@ -179,7 +181,7 @@ def pow_tensor_scalar_out(self, exponent, out):
     op = "aten::pow.Tensor_Scalar_out"
     if category(self.dtype) < 2 and not isinstance(exponent, (float, bool)) and exponent < 0:
         raise invalid(op, "exponent", "a non-negative exponent for an integer tensor", exponent)
-    _pow(op, self, exponent, out)
+    _pow(op, self, exponent, out, bool_exponent_scalar=True)
 
 
 @register("aten::pow.Scalar_out")

@@ -36,21 +36,21 @@ def _size(op, size):
 # ---- ranges ---------------------------------------------------------------------------
 
 def _arange(op, start, end, step, out):
-    # ATen computes start + i * step in the accumulate type: int64 for integer
-    # outs (the Scalars truncated first; an int64 out also sizes from the
-    # truncated values), double for float outs.
-    integral = out.dtype.kind in "iub"
-    if integral:
-        start, step = int(start), int(step)
-        if out.dtype == np.int64:
-            end = int(end)
-    if step == 0:
+    # As ATen: values are start + i * step in the accumulate type (int64 for
+    # integer outs, the Scalars truncated first; double for float32/64; float
+    # for half types). The length comes from the double values, except that an
+    # int64 out sizes from the truncated ones.
+    dt = out.dtype
+    integral = dt.kind in "iub"
+    acc = np.int64 if integral else (np.float64 if dt.itemsize >= 4 else np.float32)
+    xstart, xend, xstep = (int(v) for v in (start, end, step)) if integral else (start, end, step)
+    if xstep == 0:
         raise _bad(op, "step: expected a non-zero value, got 0")
-    if (end - start) * step < 0:
+    if (xend - xstart) * xstep < 0:
         raise _bad(op, f"upper bound and larger bound inconsistent with step sign "
                        f"(start={start}, end={end}, step={step})")
-    n = math.ceil((end - start) / step)
-    out.write(start + step * np.arange(n, dtype=np.int64 if integral else np.float64))
+    n = math.ceil((xend - xstart) / xstep if dt == np.int64 else (end - start) / step)
+    out.write(acc(xstart) + acc(xstep) * np.arange(n, dtype=acc))
 
 
 @register("aten::arange.out")
@@ -64,18 +64,24 @@ def arange_start_out(start, end, step, out):
 
 
 def _linspace(start, end, steps, dtype):
-    # ATen fills the first half forward from start and the second half backward
-    # from end, so both endpoints are exact.
+    # As ATen: integer outs truncate start/end and step in double; float outs
+    # compute in their own dtype. The first half runs forward from start, the
+    # second backward from end, so both endpoints are exact.
     if steps < 0:
         raise _bad("linspace.out", f"steps: expected a non-negative value, got {steps}")
-    if steps == 1:
-        return np.full(1, start, np.float64)
-    acc = np.float64 if dtype.kind in "iu" or dtype == np.float64 else np.float32
-    step = acc((end - start) / (steps - 1)) if steps > 1 else acc(0)
+    if dtype.kind in "iub":
+        # the Scalars convert to the out dtype first (wrapping, as C++ casts do)
+        acc = np.float64
+        start, end = (int(np.asarray(int(v)).astype(dtype)) for v in (start, end))
+    else:
+        acc = dtype.type
+    if steps <= 1:
+        return np.full(steps, start, np.float64)
+    s0, s1 = acc(start), acc(end)
+    step = (s1 - s0) / acc(steps - 1)
     i = np.arange(steps)
-    half = steps // 2
-    return np.where(i < half, acc(start) + step * i.astype(acc),
-                    acc(end) - step * (steps - 1 - i).astype(acc))
+    fwd = i < steps // 2
+    return np.where(fwd, s0 + step * i.astype(acc), s1 - step * (steps - 1 - i).astype(acc))
 
 
 @register("aten::linspace.out")
@@ -93,12 +99,13 @@ def logspace_out(start, end, steps, base, out):
 
 @register("aten::full.out")
 def full_out(size, fill_value, out):
-    out.write(np.full(_size("full.out", size), fill_value, compute_dtype(out.dtype)))
+    # np.asarray: a Python int out of the dtype's range wraps (as in C++) rather than raising
+    out.write(np.full(_size("full.out", size), np.asarray(fill_value), compute_dtype(out.dtype)))
 
 
 @register("aten::full_like.out")
 def full_like_out(self, fill_value, memory_format, out):
-    out.write(np.full(self.shape, fill_value, compute_dtype(out.dtype)))
+    out.write(np.full(self.shape, np.asarray(fill_value), compute_dtype(out.dtype)))
 
 
 @register("aten::zeros.out")

@@ -26,7 +26,7 @@ def to_np(t) -> np.ndarray:
 
 def to_torch(a: np.ndarray):
     import torch
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a)
     if a.dtype == np.dtype(ml_dtypes.bfloat16):
         return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(a.copy())

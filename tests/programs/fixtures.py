@@ -411,7 +411,9 @@ def program_summary(pte_path: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import warnings
 
+    warnings.filterwarnings("ignore")  # exporter deprecation noise would drown the listing
     parser = argparse.ArgumentParser(prog="python -m tests.programs.fixtures", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help=f"fixtures (default: all of {', '.join(FIXTURE_NAMES)})")
@@ -429,14 +431,16 @@ def main(argv: list[str] | None = None) -> int:
         fx = get_fixture(name, rebuild=args.rebuild)
         dt = time.perf_counter() - t0
         size = fx.pte_path.stat().st_size
-        print(f"== {name}: {fx.pte_path} ({size / 1e6:.2f} MB), {len(fx.calls)} call(s), "
-              f"ready in {dt:.1f} s")
+        meta = json.loads(_paths(name)["json"].read_text())
+        print(f"== {name}: {fx.pte_path.name} {size / 1e6:.2f} MB, {len(fx.calls)} call(s); "
+              f"ready in {dt:.1f} s (when built: export {meta['export_s']:.1f} s, "
+              f"executorch.runtime {meta['run_s']:.2f} s)", flush=True)
         if args.list_ops:
             for plan in program_summary(fx.pte_path):
                 print(f"  method {plan['method']}: instructions {plan['instructions']}"
                       + (f", delegates {plan['delegates']}" if plan["delegates"] else ""))
                 for op in plan["operators"]:
-                    print(f"    {op}")
+                    print(f"    {op}", flush=True)
     print(f"total {time.perf_counter() - total:.1f} s, cache {cache_dir()}")
     return 0
 
