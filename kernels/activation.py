@@ -22,6 +22,9 @@ def hardtanh_out(self, min_val, max_val, out):
     dt = self.dtype
     if dt == BOOL:
         raise invalid(op, "self", "a numeric (non-bool) tensor", "bool")
+    if dt.kind == "u" and (int(min_val) < 0 or int(max_val) < 0):
+        raise invalid(op, "min_val/max_val", "non-negative limits for an unsigned tensor",
+                      (min_val, max_val))
     check_out(op, dt, out)
     ct = compute_dtype(dt)
     # Bounds are cast to the tensor's dtype first (an int tensor clamps to int(-1.5) == -1).

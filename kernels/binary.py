@@ -90,11 +90,15 @@ for _names, _fn, _kind in _SIMPLE:
 
 # ---- add / sub / rsub (alpha) --------------------------------------------------------------
 
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or getattr(x, "dtype", None) == BOOL
+
+
 def _add_like(op, self, other, alpha, out, subtract):
     """``self + alpha * other`` (or minus) in the promoted dtype."""
     dt = result_type(self, other)
-    if subtract and dt == BOOL:
-        raise invalid(op, "self", "numeric operands (use logical_xor for bool)", "bool")
+    if subtract and any(_is_bool(x) for x in (self, other)):  # ATen refuses any bool operand
+        raise invalid(op, "self/other", "numeric operands (use logical_xor/logical_not)", "bool")
     if isinstance(alpha, bool) and dt != BOOL:
         raise invalid(op, "alpha", "a non-bool alpha for a non-bool result", alpha)
     if isinstance(alpha, float) and category(dt) < 2:

@@ -21,7 +21,8 @@ from kernels.registry import register
 
 
 def _bad(op, arg, expected, got):
-    return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {arg}: expected {expected}, got {got}")
+    return ExecuTorchError(ErrorCode.InvalidArgument,
+                           f"{op}: {arg}: expected {expected}, got {got}")
 
 
 def _expand(op, name, values, k):
@@ -52,7 +53,7 @@ def _pad(x, lo, hi, value=0):
 
 def conv_nd(x, w, stride, padding, dilation, groups):
     """Direct convolution: x (N, C, *sp), w (O, C/groups, *k) -> (N, O, *out)."""
-    n, c = x.shape[:2]
+    n = x.shape[0]
     o, cg = w.shape[:2]
     kernel = w.shape[2:]
     out_sp = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1

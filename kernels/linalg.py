@@ -15,7 +15,8 @@ from kernels.registry import register
 
 
 def _bad(op, arg, expected, got):
-    return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {arg}: expected {expected}, got {got}")
+    return ExecuTorchError(ErrorCode.InvalidArgument,
+                           f"{op}: {arg}: expected {expected}, got {got}")
 
 
 def _no_bool(op, dt):

@@ -14,7 +14,8 @@ from kernels.registry import register
 
 
 def _bad(op, arg, expected, got):
-    return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {arg}: expected {expected}, got {got}")
+    return ExecuTorchError(ErrorCode.InvalidArgument,
+                           f"{op}: {arg}: expected {expected}, got {got}")
 
 
 def _pair(op, name, v, default=None):
@@ -49,7 +50,8 @@ def _params(op, self, kernel_size, stride, padding, dilation, ceil_mode):
     p = _pair(op, "padding", padding)
     d = _pair(op, "dilation", dilation)
     if min(k) < 1 or min(s) < 1 or min(d) < 1 or min(p) < 0:
-        raise _bad(op, "kernel_size/stride/dilation/padding", "positive (padding >= 0)", (k, s, d, p))
+        raise _bad(op, "kernel_size/stride/dilation/padding", "positive (padding >= 0)",
+                   (k, s, d, p))
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         raise _bad(op, "padding", f"at most half the kernel size {k}", p)
     H, W = self.shape[-2:]
@@ -84,15 +86,17 @@ def max_pool2d_with_indices_out(self, kernel_size, stride, padding, dilation, ce
     else:
         fill = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else False
     win = _windows(x, k, s, p, d, osz, fill)
-    flat = win.reshape(win.shape[:-2] + (k[0] * k[1],))
-    # First maximum in scan order like ATen; a NaN anywhere wins (ATen propagates NaN).
-    isnan = np.isnan(flat) if flat.dtype.kind == "f" else None
-    arg = np.argmax(flat, axis=-1)
-    if isnan is not None and isnan.any():
-        anynan = isnan.any(axis=-1)
-        last_nan = k[0] * k[1] - 1 - np.argmax(isnan[..., ::-1], axis=-1)
-        arg = np.where(anynan, last_nan, arg)
-    vals = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+    # Scan the taps in order with ATen's update rule (val > max || isnan(val)): the first
+    # maximum wins and a NaN anywhere propagates.
+    vals = win[..., 0, 0].copy()
+    arg = np.zeros(vals.shape, np.int64)
+    for t in range(1, k[0] * k[1]):
+        v = win[..., t // k[1], t % k[1]]
+        take = v > vals
+        if v.dtype.kind == "f":
+            take |= np.isnan(v)
+        np.copyto(vals, v, where=take)
+        arg[take] = t
     W = self.shape[-1]
     oh = np.arange(osz[0])[:, None] * s[0] - p[0]
     ow = np.arange(osz[1])[None, :] * s[1] - p[1]

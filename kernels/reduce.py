@@ -13,7 +13,7 @@ import numpy as np
 
 from cython_ext.dtypes import to_numpy_dtype
 from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import compute_dtype
+from kernels.promote import category, compute_dtype
 from kernels.registry import register
 
 _I64 = np.dtype(np.int64)
@@ -72,11 +72,11 @@ def _nonempty(op, x, axes):
 def sum_intlist_out(self, dim, keepdim, dtype, out):
     x = self.numpy()
     acc = _acc(_target("sum.IntList_out", dtype, out))
-    out.write(np.sum(x.astype(acc, copy=False), axis=_axes("sum", dim, x.ndim), keepdims=keepdim))
+    out.write(np.sum(x.astype(acc, copy=False), axis=_axes("sum.IntList_out", dim, x.ndim), keepdims=keepdim))
 
 
 def _mean(x, axes, keepdim, target):
-    acc = compute_dtype(target) if target.kind in "fc" or "float" in target.name else np.dtype(np.float32)
+    acc = compute_dtype(target) if category(target) >= 2 else np.dtype(np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.mean(x.astype(acc, copy=False), axis=axes, keepdims=keepdim)
@@ -214,7 +214,7 @@ def any_out(self, dim, keepdim, out):
 
 def _var(op, self, dim, correction, keepdim):
     x = self.numpy()
-    if x.dtype.kind not in "fc" and "float" not in x.dtype.name:
+    if category(x.dtype) < 2:
         raise _bad(op, f"self: expected a floating point tensor, got {x.dtype}")
     axes = _axes(op, dim, x.ndim)
     xc = x.astype(np.float64 if x.dtype == np.float64 else np.float32, copy=False)

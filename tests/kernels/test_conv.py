@@ -20,6 +20,7 @@ DIRECT = [
     ((1, 3, 12, 12), (5, 3, 3, 3), True, [1], [2], [2], 1),                  # one-element lists
     ((2, 3, 15, 15), (4, 3, 7, 7), True, [2, 2], [3, 3], [1, 1], 1),         # stem-like
     ((1, 2, 5, 5), (3, 2, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),           # 1x1
+    ((1, 2, 12, 12), (4, 1, 9, 9), True, [1, 1], [4, 4], [1, 1], 2),         # big depthwise
     ((0, 3, 6, 6), (4, 3, 3, 3), True, [1, 1], [0, 0], [1, 1], 1),           # empty batch
     ((2, 4, 17), (6, 2, 3), True, [2], [1], [1], 2),                         # conv1d grouped
     ((2, 3, 20), (5, 3, 4), False, [1], [0], [3], 1),                        # conv1d dilated
@@ -82,6 +83,31 @@ def test_conv_dynamic_out_resizes():
     out = bound_out((1, 2, 8, 8), np.float32)
     call(OP, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, out)
     assert out.shape == (1, 2, 6, 6)
+    assert_close(out.numpy(), to_np(want), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_int64_matches_float_reference():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-5, 5, (1, 4, 6, 6)).astype(np.int64)
+    for w_shape, groups in [((3, 4, 3, 3), 1), ((4, 1, 3, 3), 4)]:
+        w = rng.integers(-3, 3, w_shape).astype(np.int64)
+        want = torch.ops.aten.convolution(to_torch(x).double(), to_torch(w).double(), None,
+                                          [1, 1], [1, 1], [1, 1], False, [0, 0], groups)
+        out = static_out(tuple(want.shape), np.int64)
+        call(OP, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], groups, out)
+        assert_close(out.numpy(), to_np(want).astype(np.int64))
+
+
+def test_conv_channels_last_input():
+    from cython_ext import ETensor, ScalarType
+    x = np.random.rand(2, 3, 7, 7).astype(np.float32)
+    w = np.random.rand(4, 3, 3, 3).astype(np.float32)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    xt = ETensor(ScalarType.FLOAT, x.shape, dim_order=(0, 2, 3, 1),
+                 storage=nhwc.reshape(-1).view(np.uint8))
+    out = static_out((2, 4, 7, 7), np.float32)
+    call(OP, xt, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, out)
+    want = torch.nn.functional.conv2d(to_torch(x), to_torch(w), padding=1)
     assert_close(out.numpy(), to_np(want), rtol=1e-4, atol=1e-4)
 
 

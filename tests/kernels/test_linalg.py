@@ -88,7 +88,8 @@ def test_mm_dynamic_out():
 
 
 @pytest.mark.parametrize("in_shape,w_shape,bias", [
-    ((3, 4), (5, 4), True), ((2, 3, 4), (5, 4), False), ((4,), (5, 4), True), ((0, 4), (2, 4), True),
+    ((3, 4), (5, 4), True), ((2, 3, 4), (5, 4), False), ((4,), (5, 4), True),
+    ((0, 4), (2, 4), True),
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16,
                                    torch.int64])
@@ -101,8 +102,9 @@ def test_linear(in_shape, w_shape, bias, dtype):
     _check(out, want, dtype)
 
 
-@pytest.mark.parametrize("s1,s2", [((4, 3), (5, 3)), ((2, 4, 3), (2, 6, 3)), ((2, 1, 4, 3), (3, 5, 3)),
-                                   ((30, 4), (7, 4)), ((3, 0), (2, 0))])
+@pytest.mark.parametrize("s1,s2", [((4, 3), (5, 3)), ((2, 4, 3), (2, 6, 3)),
+                                   ((2, 1, 4, 3), (3, 5, 3)), ((30, 4), (7, 4)),
+                                   ((3, 0), (2, 0))])
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, 0.5, float("inf")])
 @pytest.mark.parametrize("compute_mode", [None, 2])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

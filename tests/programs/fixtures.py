@@ -28,7 +28,7 @@ import importlib.metadata
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -272,14 +272,20 @@ def get_fixture(name: str, rebuild: bool = False) -> Fixture:
     """Return fixture ``name``, exporting and running it first if the cache is stale."""
     if name not in SPECS:
         raise KeyError(f"unknown fixture {name!r}; known: {', '.join(FIXTURE_NAMES)}")
-    if not rebuild and name in _MEMO:
-        return _MEMO[name]
-    if rebuild or not _cache_valid(name):
-        with _build_lock(name):
-            if rebuild or not _cache_valid(name):
-                _build(name)
-    _MEMO[name] = _load(name)
-    return _MEMO[name]
+    if rebuild or name not in _MEMO:
+        if rebuild or not _cache_valid(name):
+            with _build_lock(name):
+                if rebuild or not _cache_valid(name):
+                    _build(name)
+        _MEMO[name] = _load(name)
+    fx = _MEMO[name]
+    # fresh arrays per caller: a runtime under test may write into its inputs
+    return replace(fx, calls=[[_copy(v) for v in c] for c in fx.calls],
+                   expected=[[o.copy() for o in outs] for outs in fx.expected])
+
+
+def _copy(value):
+    return value.copy() if isinstance(value, np.ndarray) else value
 
 
 # ----------------------------------------------------------------- build (torch + executorch)

@@ -1,0 +1,261 @@
+"""Resampling kernels: nearest / bilinear / antialiased upsampling, pixel (un)shuffle, grid_sample.
+
+Index and weight arithmetic follows ATen's CPU kernels in the op-math dtype
+(float32 for float32 and half types, float64 for float64), since nearest
+indices depend on float32 rounding. Separable interpolations are two small
+GEMMs with per-axis interpolation matrices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from kernels.promote import compute_dtype
+from kernels.registry import register
+
+F32 = np.float32
+
+
+def _bad(op, arg, expected, got):
+    return ExecuTorchError(ErrorCode.InvalidArgument,
+                           f"{op}: {arg}: expected {expected}, got {got}")
+
+
+def _opmath(dt):
+    dt = compute_dtype(dt)
+    return np.dtype(np.float64) if dt == np.float64 else np.dtype(F32)
+
+
+def _finish(res, like):
+    """Cast an op-math result back to ``like``; integer outputs round like ATen's uint8 path."""
+    if like.kind in "iu":
+        info = np.iinfo(like)
+        return np.clip(np.rint(res), info.min, info.max).astype(like)
+    return res
+
+
+def _sizes(op, input, output_size, scale_factors):
+    """Output (H, W) and the per-axis scales passed on to the kernel (ATen's vec overloads)."""
+    if input.ndim != 4:
+        raise _bad(op, "input", "a 4-D (N, C, H, W) tensor", input.describe())
+    H, W = input.shape[-2:]
+    if output_size is not None and scale_factors is not None:
+        raise _bad(op, "output_size/scale_factors", "exactly one of them", "both")
+    if output_size is not None:
+        if len(output_size) != 2:
+            raise _bad(op, "output_size", "2 values", list(output_size))
+        return [int(v) for v in output_size], [None, None]
+    if scale_factors is None or len(scale_factors) != 2:
+        raise _bad(op, "scale_factors", "2 values (or output_size)", scale_factors)
+    return [int(H * scale_factors[0]), int(W * scale_factors[1])], list(scale_factors)
+
+
+def _scale(in_size, out_size, align_corners, scale, dt):
+    """ATen's area_pixel_compute_scale."""
+    if align_corners:
+        return dt.type((in_size - 1) / (out_size - 1)) if out_size > 1 else dt.type(0)
+    if scale is not None and scale > 0:
+        return dt.type(1.0 / scale)
+    return dt.type(in_size) / dt.type(out_size) if out_size else dt.type(0)
+
+
+def _nearest_index(in_size, out_size, scale):
+    o = np.arange(out_size)
+    if out_size == in_size:
+        return o
+    if out_size == 2 * in_size:
+        return o >> 1
+    s = F32(1.0 / scale) if scale is not None and scale > 0 else F32(in_size) / F32(out_size)
+    return np.minimum(np.floor(o.astype(F32) * s).astype(np.int64), in_size - 1)
+
+
+@register("aten::upsample_nearest2d.vec_out")
+def upsample_nearest2d_vec_out(input, output_size, scale_factors, out):
+    op = "aten::upsample_nearest2d.vec_out"
+    (oh, ow), (sh, sw) = _sizes(op, input, output_size, scale_factors)
+    H, W = input.shape[-2:]
+    x = input.numpy()
+    out.write(x[:, :, _nearest_index(H, oh, sh)[:, None], _nearest_index(W, ow, sw)[None, :]])
+
+
+def _linear_matrix(in_size, out_size, align_corners, scale, dt):
+    """(out, in) matrix of ATen's two-tap linear interpolation weights."""
+    s = _scale(in_size, out_size, align_corners, scale, dt)
+    o = np.arange(out_size, dtype=dt)
+    src = s * o if align_corners else np.maximum(s * (o + dt.type(0.5)) - dt.type(0.5), 0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    lam = np.clip(src - i0.astype(dt), 0, 1).astype(dt)
+    i1 = i0 + (i0 < in_size - 1)
+    m = np.zeros((out_size, in_size), dt)
+    rows = np.arange(out_size)
+    np.add.at(m, (rows, i0), 1 - lam)
+    np.add.at(m, (rows, i1), lam)
+    return m
+
+
+def _separable(x, mh, mw, dt):
+    """Apply (oh, H) and (ow, W) matrices to the last two axes of x."""
+    return np.matmul(np.matmul(mh, x.astype(dt, copy=False)), mw.T)
+
+
+@register("aten::upsample_bilinear2d.vec_out")
+def upsample_bilinear2d_vec_out(input, output_size, align_corners, scale_factors, out):
+    op = "aten::upsample_bilinear2d.vec_out"
+    (oh, ow), (sh, sw) = _sizes(op, input, output_size, scale_factors)
+    H, W = input.shape[-2:]
+    dt = _opmath(input.dtype)
+    res = _separable(input.numpy(), _linear_matrix(H, oh, align_corners, sh, dt),
+                     _linear_matrix(W, ow, align_corners, sw, dt), dt)
+    out.write(_finish(res, input.dtype))
+
+
+def _aa_matrix(in_size, out_size, align_corners, scale, dt):
+    """ATen's antialiased (triangle filter widened by the downscale factor) weights."""
+    s = _scale(in_size, out_size, align_corners, scale, dt)
+    support = s if s >= 1 else dt.type(1.0)
+    invscale = 1 / s if s >= 1 else dt.type(1.0)
+    o = np.arange(out_size, dtype=dt)
+    center = s * (o + dt.type(0.5))
+    xmin = np.maximum((center - support + dt.type(0.5)).astype(np.int64), 0)
+    xmax = np.minimum((center + support + dt.type(0.5)).astype(np.int64), in_size)
+    j = np.arange(in_size)
+    t = (j[None, :] - center[:, None] + dt.type(0.5)) * invscale
+    w = np.where((j >= xmin[:, None]) & (j < xmax[:, None]), np.maximum(0, 1 - np.abs(t)), 0)
+    total = w.sum(axis=1, keepdims=True)
+    return np.where(total != 0, w / np.where(total != 0, total, 1), w).astype(dt)
+
+
+@register("aten::_upsample_bilinear2d_aa.out")
+def _upsample_bilinear2d_aa_out(self, output_size, align_corners, scales_h, scales_w, out):
+    op = "aten::_upsample_bilinear2d_aa.out"
+    (oh, ow), _ = _sizes(op, self, output_size, None)
+    H, W = self.shape[-2:]
+    dt = _opmath(self.dtype)
+    res = _separable(self.numpy(), _aa_matrix(H, oh, align_corners, scales_h, dt),
+                     _aa_matrix(W, ow, align_corners, scales_w, dt), dt)
+    out.write(_finish(res, self.dtype))
+
+
+@register("aten::pixel_shuffle.out")
+def pixel_shuffle_out(self, upscale_factor, out):
+    op = "aten::pixel_shuffle.out"
+    r = int(upscale_factor)
+    if self.ndim < 3 or r < 1 or self.shape[-3] % (r * r):
+        raise _bad(op, "self", f"[..., C*{r}*{r}, H, W] with upscale_factor >= 1", self.describe())
+    *lead, c, h, w = self.shape
+    x = self.numpy().reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    x = x.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2)  # (..., C, H, r, W, r)
+    out.write(x.reshape(*lead, c // (r * r), h * r, w * r))
+
+
+@register("aten::pixel_unshuffle.out")
+def pixel_unshuffle_out(self, downscale_factor, out):
+    op = "aten::pixel_unshuffle.out"
+    r = int(downscale_factor)
+    if self.ndim < 3 or r < 1 or self.shape[-2] % r or self.shape[-1] % r:
+        raise _bad(op, "self", f"[..., C, H, W] with H and W divisible by {r}", self.describe())
+    *lead, c, h, w = self.shape
+    x = self.numpy().reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    x = x.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)  # (..., C, r, r, H/r, W/r)
+    out.write(x.reshape(*lead, c * r * r, h // r, w // r))
+
+
+# ---- grid_sampler_2d ---------------------------------------------------------------------
+
+def _unnormalize(coord, size, align_corners):
+    if align_corners:
+        return (coord + 1) / 2 * (size - 1)
+    return ((coord + 1) * size - 1) / 2
+
+
+def _reflect(x, twice_low, twice_high):
+    if twice_low == twice_high:
+        return np.zeros_like(x)
+    lo = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    x = np.abs(x - lo)
+    extra = np.fmod(x, span)
+    flips = np.floor(x / span)
+    return np.where(flips % 2 == 0, extra + lo, span - extra + lo).astype(x.dtype)
+
+
+def _pad_coord(x, size, padding_mode, align_corners):
+    """ATen's compute_coordinates: apply border (1) / reflection (2) padding to a source coord."""
+    if padding_mode == 1:
+        return np.clip(x, 0, size - 1)
+    if padding_mode == 2:
+        x = (_reflect(x, 0, 2 * (size - 1)) if align_corners
+             else _reflect(x, -1, 2 * size - 1))
+        return np.clip(x, 0, size - 1)
+    return x
+
+
+def _gather(flat, W, H, ix, iy):
+    """Values of flat (N, C, H*W) at integer coords (N, Ho, Wo); zero where out of bounds."""
+    ok = (ix >= 0) & (ix < W) & (iy >= 0) & (iy < H)
+    lin = np.where(ok, iy * W + ix, 0).reshape(ix.shape[0], 1, -1)
+    v = np.take_along_axis(flat, lin, axis=2).reshape(flat.shape[:2] + ix.shape[1:])
+    return v * ok[:, None].astype(v.dtype)
+
+
+def _cubic_coeffs(t):
+    A = -0.75
+
+    def c1(x):
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def c2(x):
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    return [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+
+
+@register("aten::grid_sampler_2d.out")
+def grid_sampler_2d_out(input, grid, interpolation_mode, padding_mode, align_corners, out):
+    op = "aten::grid_sampler_2d.out"
+    if input.ndim != 4:
+        raise _bad(op, "input", "a 4-D (N, C, H, W) tensor", input.describe())
+    if grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+        raise _bad(op, "grid", f"[{input.shape[0]}, H_out, W_out, 2]", grid.describe())
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
+        raise _bad(op, "interpolation_mode/padding_mode", "0, 1 or 2",
+                   (interpolation_mode, padding_mode))
+    dt = _opmath(input.dtype)
+    N, C, H, W = input.shape
+    flat = input.numpy().astype(dt, copy=False).reshape(N, C, H * W)
+    g = grid.numpy().astype(dt, copy=False)
+    gx = _unnormalize(g[..., 0], W, align_corners)
+    gy = _unnormalize(g[..., 1], H, align_corners)
+    with np.errstate(invalid="ignore"):
+        if interpolation_mode == 2:  # bicubic: padding applies to each of the 16 taps
+            x0, y0 = np.floor(gx), np.floor(gy)
+            wx, wy = _cubic_coeffs(gx - x0), _cubic_coeffs(gy - y0)
+            res = 0
+            for j in range(4):
+                yy = _pad_coord(y0 - 1 + j, H, padding_mode, align_corners)
+                row = 0
+                for i in range(4):
+                    xx = _pad_coord(x0 - 1 + i, W, padding_mode, align_corners)
+                    v = _gather(flat, W, H, _to_int(xx), _to_int(yy))
+                    row = row + v * wx[i][:, None]
+                res = res + row * wy[j][:, None]
+        else:
+            gx = _pad_coord(gx, W, padding_mode, align_corners)
+            gy = _pad_coord(gy, H, padding_mode, align_corners)
+            if interpolation_mode == 1:  # nearest, ties to even like nearbyint
+                res = _gather(flat, W, H, _to_int(np.rint(gx)), _to_int(np.rint(gy)))
+            else:
+                x0, y0 = np.floor(gx), np.floor(gy)
+                tx, ty = (gx - x0)[:, None], (gy - y0)[:, None]
+                ix, iy = _to_int(x0), _to_int(y0)
+                res = ((1 - tx) * (1 - ty) * _gather(flat, W, H, ix, iy)
+                       + tx * (1 - ty) * _gather(flat, W, H, ix + 1, iy)
+                       + (1 - tx) * ty * _gather(flat, W, H, ix, iy + 1)
+                       + tx * ty * _gather(flat, W, H, ix + 1, iy + 1))
+    out.write(np.asarray(res, dt).reshape(N, C, *grid.shape[1:3]))
+
+
+def _to_int(x):
+    """Float coords to int64; NaN/inf become an out-of-bounds sentinel (sampled as zero)."""
+    return np.where(np.isfinite(x), np.clip(x, -2**30, 2**30), -2**30).astype(np.int64)
