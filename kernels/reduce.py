@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import warnings
 
+from math import prod
+
 import numpy as np
 
 from cython_ext.dtypes import to_numpy_dtype
@@ -68,18 +70,43 @@ def _nonempty(op, x, axes):
 
 # ---- sum / mean / prod -----------------------------------------------------------
 
+def _sequential_sum(x, axes, keepdim, acc):
+    """Sum accumulated element by element in ``acc``, in the input's index order.
+
+    ExecuTorch's portable kernels add sequentially; numpy's pairwise summation
+    rounds differently, and in quantized programs a last-bit difference can
+    move a value across a rounding boundary (one quantization step). A cumsum
+    along the flattened reduced axes is numpy's sequential sum.
+    """
+    axes = tuple(range(x.ndim)) if axes is None else tuple(sorted(axes))  # memory order
+    x = x.astype(acc, copy=False)
+    if not axes:
+        return x.copy()
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, kept + list(axes)).reshape(
+        [x.shape[a] for a in kept] + [prod(x.shape[a] for a in axes)])
+    if moved.shape[-1] == 0:
+        res = np.zeros(moved.shape[:-1], acc)
+    else:
+        res = np.cumsum(moved, axis=-1, dtype=acc)[..., -1]
+    if keepdim:
+        res = res.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)])
+    return res
+
+
 @register("aten::sum.IntList_out")
 def sum_intlist_out(self, dim, keepdim, dtype, out):
     x = self.numpy()
     acc = _acc(_target("sum.IntList_out", dtype, out))
-    out.write(np.sum(x.astype(acc, copy=False), axis=_axes("sum.IntList_out", dim, x.ndim), keepdims=keepdim))
+    out.write(_sequential_sum(x, _axes("sum.IntList_out", dim, x.ndim), keepdim, acc))
 
 
 def _mean(x, axes, keepdim, target):
     acc = compute_dtype(target) if category(target) >= 2 else np.dtype(np.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.mean(x.astype(acc, copy=False), axis=axes, keepdims=keepdim)
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    count = prod(x.shape[a] for a in axes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _sequential_sum(x, axes, keepdim, acc) / acc.type(count)
 
 
 @register("aten::mean.out")

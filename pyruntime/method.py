@@ -310,7 +310,36 @@ class Method:
     def __call__(self, *inputs):
         return self.execute(inputs)
 
-    def _run(self) -> None:
+    def trace(self, inputs=()) -> list[tuple[int, str, list]]:
+        """Run once and return every kernel/delegate instruction's result.
+
+        One ``(instruction index, op name, outputs)`` entry per executed call,
+        where outputs are copies of the instruction's last argument (its out
+        tensor, scalar or tensor list): the tool for finding the first op that
+        diverges from another runtime.
+        """
+        inputs = list(inputs)
+        if len(inputs) != len(self.inputs):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"method {self.name!r}: expected {len(self.inputs)} inputs, "
+                                  f"got {len(inputs)}")
+        records = []
+
+        def record(pc, name, vals):
+            last = self.values[self._last_arg]
+            items = last if isinstance(last, list) else [last]
+            if isinstance(last, ListRef):
+                items = last.resolve(self.values)
+            records.append((pc, name, [np.array(v.numpy(), copy=True) if isinstance(v, ETensor)
+                                       else v for v in items]))
+
+        with self._lock:
+            for i, x in enumerate(inputs):
+                self.set_input(x, i)
+            self._run(record)
+        return records
+
+    def _run(self, hook=None) -> None:
         values = self.values
         count = 0
         for c, instrs in enumerate(self.instructions):
@@ -341,6 +370,9 @@ class Method:
                         raise ExecuTorchError(
                             ErrorCode.InvalidArgument,
                             f"{self._where(c, src_pc, name)}: {type(e).__name__}: {e}") from e
+                    if hook is not None and args:
+                        self._last_arg = args[-1]
+                        hook(src_pc, name, vals)
                 elif kind == MOVE:
                     values[args] = values[fn]
                 elif kind == JUMP_FALSE:
