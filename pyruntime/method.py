@@ -265,6 +265,9 @@ class Method:
                         f"(bounds {list(bound)}, got shape {list(a.shape)})")
             t.resize(a.shape)
         if t.planned:
+            if not t.storage.flags.writeable:
+                raise invalid_program(f"{where}: the input tensor is bound to read-only constant "
+                                      "data")
             if a.size:
                 np.copyto(t.numpy(), a)
         elif a.flags.c_contiguous and t.is_contiguous():
