@@ -93,6 +93,25 @@ def test_mutable_buffer_state_persists_like_reference():
     np.testing.assert_array_equal(m2.execute(calls[0])[0], [1, 1, 1])
 
 
+def test_mutable_data_segment_initial_state():
+    pte, _ = small_program("initialized_state")
+    prog = pyruntime.Runtime.get().load_program(pte)
+    assert prog._pte.program.mutable_data_segments  # the initial state is serialized
+    calls = [[np.ones(3, np.float32)]] * 3
+    got = run(prog.load_method("forward"), calls)
+    assert_same(got, reference(pte, calls))
+    np.testing.assert_array_equal(got[0][0], [11, 12, 13])
+
+
+def test_trace_returns_every_instruction_output():
+    pte, _ = small_program("linear_relu")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    records = m.trace([X])
+    names = [name for _, name, _ in records]
+    assert names[-1] == "aten::relu.out" and "aten::addmm.out" in names
+    np.testing.assert_array_equal(records[-1][2][0], m.execute([X])[0])
+
+
 def test_two_methods():
     pte, _ = small_program("two_methods")
     prog = pyruntime.Runtime.get().load_program(pte)

@@ -42,6 +42,29 @@ def _mutable_buffer():
     return M(), (torch.ones(3),), {}
 
 
+def _initialized_state():
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", torch.arange(3.0) + 10)
+
+        def forward(self, x):
+            self.state.add_(x)
+            return self.state * 1.0
+
+    return M(), (torch.ones(3),), {}
+
+
+def _initialized_state_program():
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    return _export(_initialized_state, ExecutorchBackendConfig(
+        passes=[InitializedMutableBufferPass(["state"])]))
+
+
 def _two_methods():
     import torch
 
@@ -104,6 +127,7 @@ BUILDERS = {
     "dynamic": lambda: _export(_dynamic),
     "scalar_input": lambda: _export(_scalar_input),
     "external_linear": _external_linear,
+    "initialized_state": _initialized_state_program,
 }
 
 
