@@ -3,6 +3,7 @@
     pyruntime inspect model.pte
     pyruntime run model.pte --inputs in.npz --out out.npz
     pyruntime run model.pte            # random inputs of the declared shapes
+    pyruntime bench model.pte          # pyruntime vs executorch.runtime, same inputs
 """
 from __future__ import annotations
 
@@ -128,10 +129,20 @@ def main(argv=None) -> int:
     pr.add_argument("--data", help=".ptd external data file")
     pr.add_argument("--iters", type=int, default=1)
     pr.add_argument("--seed", type=int, default=0)
+    pb = sub.add_parser("bench", help="time pyruntime and executorch.runtime side by side")
+    pb.add_argument("files", nargs="+")
+    pb.add_argument("--method", default="forward")
+    pb.add_argument("--tier", default="reference", choices=("reference", "fast"))
+    pb.add_argument("--rounds", type=int, default=None)
+    pb.add_argument("--no-compare", action="store_true", help="do not run executorch.runtime")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inspect":
             inspect_program(args.file, args.data)
+        elif args.cmd == "bench":
+            from pyruntime.bench import bench, report
+            for f in args.files:
+                report(bench(f, args.method, args.tier, args.rounds, not args.no_compare))
         else:
             run_program(args.file, args.method, args.inputs, args.out, args.data, args.iters,
                         args.seed)
