@@ -61,6 +61,14 @@ class Method:
         self.outputs = self._index_list(plan.outputs, "output", where)
         self._bind_unplanned_outputs()
         self.instructions = self._bind_instructions(where)
+        self._fast = None
+        if tier not in ("fast", "reference"):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where}: tier must be 'fast' or 'reference', got {tier!r}")
+        if tier == "fast":
+            from pyruntime.fastpath import FastPlan  # imports numba and the compiled loop
+
+            self._fast = FastPlan(self)
         self._inputs_set = [False] * len(self.inputs)
         self._input_refs = [None] * len(self.inputs)  # keeps aliased caller arrays alive
 
@@ -123,7 +131,7 @@ class Method:
             raise invalid_program(f"{where}: no chains")
         operators = plan.operators or []
         op_names = [(o.name or "") + (f".{o.overload}" if o.overload else "") for o in operators]
-        missing = sorted({n for n in op_names if not has_kernel(n, self.tier)})
+        missing = sorted({n for n in op_names if not has_kernel(n)})
         # Only operators actually called must exist (as in the C++ runtime).
         bound = []
         for c, chain in enumerate(chains):
@@ -150,7 +158,7 @@ class Method:
                     if name in missing:
                         used_missing.add(name)
                         continue
-                    k = get_kernel(name, self.tier)
+                    k = get_kernel(name)
                     n = len(args) if k.arity is None else min(k.arity, len(args))
                     instrs.append((KERNEL, k.fn, args, n, lists, name, pc))
                 elif kind == "DelegateCall":
@@ -222,6 +230,8 @@ class Method:
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{where}: list inputs are not supported")
         self._inputs_set[index] = True
+        if self._fast is not None and isinstance(slot, ETensor):
+            self._fast.table.push(self.inputs[index], slot)
 
     def _bind_tensor(self, t: ETensor, value, index: int, where: str) -> None:
         if isinstance(value, ETensor):
@@ -343,7 +353,10 @@ class Method:
         return records
 
     def _run(self, hook=None) -> None:
-        values = self.values
+        if self._fast is not None:
+            if hook is None:
+                return self._fast.run()
+            self._fast.pull_all()
         count = 0
         for c, instrs in enumerate(self.instructions):
             pc = 0
@@ -354,39 +367,47 @@ class Method:
                     raise invalid_program(f"method {self.name!r}: more than "
                                           f"{self.max_instructions} "
                                           "instructions in one execute (infinite loop?)")
-                kind, fn, args, nargs, lists, name, src_pc = instrs[pc]
-                pc += 1
-                if kind == KERNEL or kind == DELEGATE:
-                    vals = [values[j] for j in args]
-                    for k in lists:
-                        vals[k] = vals[k].resolve(values)
-                    try:
-                        if kind == KERNEL:
-                            r = fn(*vals[:nargs])
-                            if r is not None:
-                                values[args[-1]] = r
-                        else:
-                            fn[0].execute(fn[1], vals)
-                    except ExecuTorchError as e:
-                        raise e.with_context(self._where(c, src_pc, name)) from e
-                    except Exception as e:  # noqa: BLE001 - a kernel failure on bad input
-                        raise ExecuTorchError(
-                            ErrorCode.InvalidArgument,
-                            f"{self._where(c, src_pc, name)}: {type(e).__name__}: {e}") from e
-                    if hook is not None and args:
-                        self._last_arg = args[-1]
-                        hook(src_pc, name, vals)
-                elif kind == MOVE:
-                    values[args] = values[fn]
-                elif kind == JUMP_FALSE:
-                    if not self._truth(values[fn], c, src_pc):
-                        pc = self._jump_target(args, n, c, src_pc)
+                nxt = self._exec(instrs[pc], c, n, hook)
+                pc = pc + 1 if nxt < 0 else nxt
+        if self._fast is not None:
+            self._fast.push_all()
+
+    def _exec(self, ins, c, n, hook=None) -> int:
+        """Run one instruction of chain ``c`` (``n`` long); the next pc, or -1 for pc + 1."""
+        values = self.values
+        kind, fn, args, nargs, lists, name, src_pc = ins
+        if kind == KERNEL or kind == DELEGATE:
+            vals = [values[j] for j in args]
+            for k in lists:
+                vals[k] = vals[k].resolve(values)
+            try:
+                if kind == KERNEL:
+                    r = fn(*vals[:nargs])
+                    if r is not None:
+                        values[args[-1]] = r
                 else:
-                    v = values[fn]
-                    if not isinstance(v, ETensor):
-                        raise invalid_program(f"{self._where(c, src_pc, name)}: FreeCall on a "
-                                              "non-tensor value")
-                    v.set_storage(None)
+                    fn[0].execute(fn[1], vals)
+            except ExecuTorchError as e:
+                raise e.with_context(self._where(c, src_pc, name)) from e
+            except Exception as e:  # noqa: BLE001 - a kernel failure on bad input
+                raise ExecuTorchError(
+                    ErrorCode.InvalidArgument,
+                    f"{self._where(c, src_pc, name)}: {type(e).__name__}: {e}") from e
+            if hook is not None and args:
+                self._last_arg = args[-1]
+                hook(src_pc, name, vals)
+        elif kind == MOVE:
+            values[args] = values[fn]
+        elif kind == JUMP_FALSE:
+            if not self._truth(values[fn], c, src_pc):
+                return self._jump_target(args, n, c, src_pc)
+        else:
+            v = values[fn]
+            if not isinstance(v, ETensor):
+                raise invalid_program(f"{self._where(c, src_pc, name)}: FreeCall on a "
+                                      "non-tensor value")
+            v.set_storage(None)
+        return -1
 
     def _jump_target(self, dest, n, c, pc):
         if dest > n:
@@ -418,6 +439,8 @@ class Method:
         return w
 
     def _collect_outputs(self) -> list:
+        if self._fast is not None:
+            self._fast.pull_outputs()
         out = []
         for i in self.outputs:
             v = self.values[i]

@@ -1,0 +1,90 @@
+"""The descriptor table: ETensor state mirrored in C-readable rows (see ``abi``).
+
+Python kernels work on ``ETensor`` objects; compiled kernels on descriptor
+rows. The fast loop keeps them consistent by pushing a tensor's state to its
+row after Python changed it and pulling it back before Python reads it (only
+around Python-fallback instructions, at input binding and at output time).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cython_ext.abi import (D_CAP, D_DATA, D_DIMORDER, D_DTYPE, D_DYN, D_NDIM, D_NUMEL,
+                            D_SIZES, D_STRIDES, DESC_WORDS)
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from cython_ext.tensor import ETensor
+
+
+class DescTable:
+    """One descriptor row per value index; rows of non-tensor values stay zero."""
+
+    def __init__(self, values, buffers):
+        self.arr = np.zeros((max(1, len(values)), DESC_WORDS), np.int64)
+        self.base = self.arr.ctypes.data
+        # (start address, ndarray) of every byte region a data pointer may point into,
+        # so that a pointer set by compiled code can be turned back into a numpy view.
+        self._regions = []
+        for b in buffers:
+            self.add_region(b)
+        for i, v in enumerate(values):
+            if isinstance(v, ETensor):
+                self.init_row(i, v)
+
+    def add_region(self, buf: np.ndarray) -> None:
+        if buf is not None and buf.nbytes:
+            self._regions.append((buf.ctypes.data, buf.ctypes.data + buf.nbytes, buf))
+
+    def addr(self, i: int) -> int:
+        return self.base + i * DESC_WORDS * 8
+
+    def init_row(self, i: int, t: ETensor) -> None:
+        row = self.arr[i]
+        row[D_DTYPE] = t.scalar_type
+        row[D_NDIM] = t.ndim
+        row[D_CAP] = t.capacity
+        row[D_DYN] = int(t.dynamism)
+        row[D_DIMORDER:D_DIMORDER + t.ndim] = t.dim_order
+        self.push(i, t)
+
+    def push(self, i: int, t: ETensor) -> None:
+        """ETensor -> row (after Python code changed sizes or storage)."""
+        row = self.arr[i]
+        nd = t.ndim
+        row[D_DATA] = t.data_ptr()
+        row[D_NUMEL] = t.numel
+        if nd:
+            row[D_SIZES:D_SIZES + nd] = t.sizes
+            row[D_STRIDES:D_STRIDES + nd] = t.strides()
+        if t.storage is not None and t.storage.nbytes:
+            self._remember(t.storage)
+
+    def pull(self, i: int, t: ETensor) -> None:
+        """Row -> ETensor (after compiled code may have resized or re-pointed it)."""
+        row = self.arr[i]
+        nd = t.ndim
+        if nd:
+            sizes = tuple(row[D_SIZES:D_SIZES + nd].tolist())
+            if sizes != t.sizes:
+                t.sizes = sizes
+                t._view = None
+        ptr = int(row[D_DATA])
+        if ptr != t.data_ptr():
+            t.set_storage(None if ptr == 0 else self._view_at(ptr, t.capacity_bytes))
+
+    def copy_row(self, src: int, dst: int) -> None:
+        self.arr[dst] = self.arr[src]
+
+    def _remember(self, buf: np.ndarray) -> None:
+        a = buf.ctypes.data
+        for start, end, _ in self._regions:
+            if start <= a and a + buf.nbytes <= end:
+                return
+        self._regions.append((a, a + buf.nbytes, buf))
+
+    def _view_at(self, ptr: int, nbytes: int) -> np.ndarray:
+        for start, end, buf in self._regions:
+            if start <= ptr < end or (nbytes == 0 and ptr == end):
+                off = ptr - start
+                return buf.reshape(-1).view(np.uint8)[off:off + min(nbytes, end - ptr)]
+        raise ExecuTorchError(ErrorCode.Internal,
+                              f"data pointer 0x{ptr:x} is outside every known buffer")

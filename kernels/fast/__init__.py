@@ -1,0 +1,48 @@
+"""The compiled (fast) tier: binders that attach compiled kernels to instructions.
+
+A binder is registered under the exact op name, like a reference kernel, and
+is called once at method load with the instruction's values (same parameter
+names as the reference kernel) and a ``BindContext``. It checks dtypes and
+arguments, and returns ``ctx.bind(cfunc, words)`` (a compiled kernel plus its
+argument block) or ``None`` to leave the instruction to the reference kernel.
+Compiled kernels are Numba ``cfunc``s over the descriptor ABI
+(``cython_ext.abi``), compiled on first use and cached on disk by Numba.
+
+This package imports numba; it is only imported when a method loads with
+``tier="fast"``, so the reference tier never pays for it.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+_BINDERS: dict = {}
+
+
+def register_fast(*names):
+    def deco(fn):
+        for n in names:
+            if n in _BINDERS:
+                raise ValueError(f"fast binder {n!r} registered twice")
+            _BINDERS[n] = fn
+        return fn
+    return deco
+
+
+_loaded = False
+
+
+def get_binder(name: str):
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import kernels.fast as pkg
+        for m in pkgutil.iter_modules(pkg.__path__):
+            if m.name not in ("nb", "context") and not m.name.startswith("_"):
+                importlib.import_module(f"kernels.fast.{m.name}")
+    return _BINDERS.get(name)
+
+
+def fast_names() -> list[str]:
+    get_binder("")
+    return sorted(_BINDERS)

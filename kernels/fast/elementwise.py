@@ -1,0 +1,341 @@
+"""Compiled elementwise kernels: binary arithmetic, unary math, activations.
+
+Same-dtype float32/float64 (and int32/int64 for add/sub/mul/max/min/relu)
+with broadcasting; anything else stays on the reference kernel. The inner
+loops are flat when shapes match (or one operand is a scalar) and strided
+N-d otherwise.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from kernels.fast import register_fast
+from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
+                             ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, resize_to)
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+INTS = (np.dtype(np.int32), np.dtype(np.int64))
+
+# ---- binary ----------------------------------------------------------------------
+B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN = range(6)
+
+
+@njit(inline="always")
+def _bin(op, x, y, alpha):
+    if op == B_ADD:
+        return x + alpha * y
+    if op == B_SUB:
+        return x - alpha * y
+    if op == B_MUL:
+        return x * y
+    if op == B_DIV:
+        return x / y
+    if op == B_MAX:
+        return x if x > y or x != x else y
+    return x if x < y or x != x else y
+
+
+@njit(inline="always")
+def _binary_typed(op, a, b, o, alpha, m):
+    nd = o[2]
+    sizes = np.empty(16, np.int64)
+    sa = np.zeros(16, np.int64)
+    sb = np.zeros(16, np.int64)
+    na, nb = a[2], b[2]
+    for i in range(nd):  # broadcast shapes, aligned right
+        ia = i - (nd - na)
+        ib = i - (nd - nb)
+        da = a[8 + ia] if ia >= 0 else 1
+        db = b[8 + ib] if ib >= 0 else 1
+        if da != db and da != 1 and db != 1:
+            return INVALID_ARGUMENT
+        sizes[i] = da if db == 1 else db
+        sa[i] = a[24 + ia] if ia >= 0 and da != 1 else 0
+        sb[i] = b[24 + ib] if ib >= 0 and db != 1 else 0
+    if na > nd or nb > nd:
+        return INVALID_ARGUMENT
+    st = resize_to(o, sizes, nd)
+    if st != OK:
+        return st
+    x = flat(a, m)
+    y = flat(b, m)
+    z = flat(o, m)
+    n = o[3]
+    if n == 0:
+        return OK
+    oc = is_contiguous(o)
+    if oc and a[3] == n and b[3] == n and is_contiguous(a) and is_contiguous(b):
+        for i in range(n):
+            z[i] = _bin(op, x[i], y[i], alpha)
+        return OK
+    if oc and b[3] == 1 and a[3] == n and is_contiguous(a):
+        yv = y[0]
+        for i in range(n):
+            z[i] = _bin(op, x[i], yv, alpha)
+        return OK
+    if oc and a[3] == 1 and b[3] == n and is_contiguous(b):
+        xv = x[0]
+        for i in range(n):
+            z[i] = _bin(op, xv, y[i], alpha)
+        return OK
+    idx = np.zeros(16, np.int64)
+    pa = 0
+    pb = 0
+    for k in range(n):
+        po = 0
+        for i in range(nd):
+            po += idx[i] * o[24 + i]
+        z[po] = _bin(op, x[pa], y[pb], alpha)
+        for i in range(nd - 1, -1, -1):  # advance the N-d counter
+            idx[i] += 1
+            pa += sa[i]
+            pb += sb[i]
+            if idx[i] < sizes[i]:
+                break
+            pa -= sa[i] * sizes[i]
+            pb -= sb[i] * sizes[i]
+            idx[i] = 0
+    return OK
+
+
+def binary_kernel(block):
+    op = block[0]
+    a = desc(block[1])
+    b = desc(block[2])
+    o = desc(block[3])
+    dt = o[1]
+    alpha = bits_to_f64(block[4])
+    if dt == ST_F32:
+        return _binary_typed(op, a, b, o, np.float32(alpha), np.float32(0))
+    if dt == ST_F64:
+        return _binary_typed(op, a, b, o, alpha, np.float64(0))
+    if dt == ST_I64:
+        return _binary_typed(op, a, b, o, np.int64(alpha), np.int64(0))
+    if dt == ST_I32:
+        return _binary_typed(op, a, b, o, np.int32(alpha), np.int32(0))
+    return NOT_SUPPORTED
+
+
+def _same_dtype(dtypes, *ts):
+    d = ts[0].dtype
+    return d in dtypes and all(t.dtype == d for t in ts)
+
+
+def _bind_binary(ctx, op, a, b, out, alpha=1):
+    kinds = FLOATS if op == B_DIV else FLOATS + INTS
+    if not _same_dtype(kinds, a, b, out):
+        return None
+    if out.dtype in INTS and not isinstance(alpha, int):
+        return None
+    return ctx.bind(lazy(binary_kernel),
+                    [op, ctx.desc(a), ctx.desc(b), ctx.desc(out), ctx.f64(alpha)])
+
+
+@register_fast("aten::add.out")
+def bind_add(ctx, self, other, alpha, out):
+    return _bind_binary(ctx, B_ADD, self, other, out, alpha)
+
+
+@register_fast("aten::sub.out")
+def bind_sub(ctx, self, other, alpha, out):
+    return _bind_binary(ctx, B_SUB, self, other, out, alpha)
+
+
+@register_fast("aten::mul.out")
+def bind_mul(ctx, self, other, out):
+    return _bind_binary(ctx, B_MUL, self, other, out)
+
+
+@register_fast("aten::div.out")
+def bind_div(ctx, self, other, out):
+    return _bind_binary(ctx, B_DIV, self, other, out)
+
+
+@register_fast("aten::maximum.out")
+def bind_maximum(ctx, self, other, out):
+    return _bind_binary(ctx, B_MAX, self, other, out)
+
+
+@register_fast("aten::minimum.out")
+def bind_minimum(ctx, self, other, out):
+    return _bind_binary(ctx, B_MIN, self, other, out)
+
+
+# ---- scalar-operand binary ops: the scalar is a 1-element operand baked in the block
+S_ADD, S_MUL = 0, 1
+
+
+@njit(inline="always")
+def _scalar_typed(op, a, o, s, alpha, m):
+    nd = a[2]
+    sizes = np.empty(16, np.int64)
+    for i in range(nd):
+        sizes[i] = a[8 + i]
+    st = resize_to(o, sizes, nd)
+    if st != OK:
+        return st
+    if not (is_contiguous(a) and is_contiguous(o)):
+        return NOT_SUPPORTED
+    x = flat(a, m)
+    z = flat(o, m)
+    for i in range(o[3]):
+        if op == S_ADD:
+            z[i] = x[i] + alpha * s
+        else:
+            z[i] = x[i] * s
+    return OK
+
+
+def scalar_kernel(block):
+    op = block[0]
+    a = desc(block[1])
+    o = desc(block[2])
+    s = bits_to_f64(block[3])
+    alpha = bits_to_f64(block[4])
+    if o[1] == ST_F32:
+        return _scalar_typed(op, a, o, np.float32(s), np.float32(alpha), np.float32(0))
+    if o[1] == ST_F64:
+        return _scalar_typed(op, a, o, s, alpha, np.float64(0))
+    return NOT_SUPPORTED
+
+
+def _bind_scalar(ctx, op, a, s, out, alpha=1):
+    if not _same_dtype(FLOATS, a, out) or isinstance(s, bool) or not isinstance(
+            s, (int, float)) or not a.is_contiguous() or not out.is_contiguous():
+        return None
+    return ctx.bind(lazy(scalar_kernel),
+                    [op, ctx.desc(a), ctx.desc(out), ctx.f64(s), ctx.f64(alpha)])
+
+
+@register_fast("aten::add.Scalar_out")
+def bind_add_scalar(ctx, self, other, alpha, out):
+    return _bind_scalar(ctx, S_ADD, self, other, out, alpha)
+
+
+@register_fast("aten::mul.Scalar_out")
+def bind_mul_scalar(ctx, self, other, out):
+    return _bind_scalar(ctx, S_MUL, self, other, out)
+
+
+# ---- unary ------------------------------------------------------------------------
+(U_RELU, U_SIGMOID, U_TANH, U_EXP, U_NEG, U_ABS, U_SQRT, U_RSQRT, U_CLAMP, U_GELU,
+ U_GELU_TANH, U_SILU) = range(12)
+
+
+@njit(inline="always")
+def _un(op, x, lo, hi):
+    if op == U_RELU:
+        return x if x > 0 or x != x else 0
+    if op == U_SIGMOID:
+        return 1 / (1 + math.exp(-x))
+    if op == U_TANH:
+        return math.tanh(x)
+    if op == U_EXP:
+        return math.exp(x)
+    if op == U_NEG:
+        return -x
+    if op == U_ABS:
+        return abs(x)
+    if op == U_SQRT:
+        return math.sqrt(x) if x >= 0 else math.nan
+    if op == U_RSQRT:
+        return 1 / math.sqrt(x) if x >= 0 else math.nan
+    if op == U_CLAMP:
+        if x != x:
+            return x
+        return lo if x < lo else (hi if x > hi else x)
+    if op == U_GELU:
+        return 0.5 * x * (1 + math.erf(x * 0.7071067811865476))
+    if op == U_GELU_TANH:
+        return 0.5 * x * (1 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return x / (1 + math.exp(-x))
+
+
+@njit(inline="always")
+def _unary_typed(op, a, o, lo, hi, m):
+    nd = a[2]
+    sizes = np.empty(16, np.int64)
+    for i in range(nd):
+        sizes[i] = a[8 + i]
+    st = resize_to(o, sizes, nd)
+    if st != OK:
+        return st
+    x = flat(a, m)
+    z = flat(o, m)
+    n = o[3]
+    if is_contiguous(a) and is_contiguous(o):
+        for i in range(n):
+            z[i] = _un(op, x[i], lo, hi)
+        return OK
+    idx = np.zeros(16, np.int64)
+    for k in range(n):
+        pa = 0
+        po = 0
+        for i in range(nd):
+            pa += idx[i] * a[24 + i]
+            po += idx[i] * o[24 + i]
+        z[po] = _un(op, x[pa], lo, hi)
+        for i in range(nd - 1, -1, -1):
+            idx[i] += 1
+            if idx[i] < sizes[i]:
+                break
+            idx[i] = 0
+    return OK
+
+
+def unary_kernel(block):
+    op = block[0]
+    a = desc(block[1])
+    o = desc(block[2])
+    lo = bits_to_f64(block[3])
+    hi = bits_to_f64(block[4])
+    dt = o[1]
+    if dt == ST_F32:
+        return _unary_typed(op, a, o, np.float32(lo), np.float32(hi), np.float32(0))
+    if dt == ST_F64:
+        return _unary_typed(op, a, o, lo, hi, np.float64(0))
+    if dt == ST_I64:
+        return _unary_typed(op, a, o, np.int64(lo), np.int64(hi), np.int64(0))
+    if dt == ST_I32:
+        return _unary_typed(op, a, o, np.int32(lo), np.int32(hi), np.int32(0))
+    return NOT_SUPPORTED
+
+
+def _bind_unary(ctx, op, a, out, lo=0.0, hi=0.0, ints=False):
+    if not _same_dtype(FLOATS + (INTS if ints else ()), a, out):
+        return None
+    return ctx.bind(lazy(unary_kernel), [op, ctx.desc(a), ctx.desc(out), ctx.f64(lo), ctx.f64(hi)])
+
+
+def _unary_binder(op, ints=False):
+    def bind(ctx, self, out):
+        return _bind_unary(ctx, op, self, out, ints=ints)
+    return bind
+
+
+for _name, _op, _ints in (("relu", U_RELU, True), ("sigmoid", U_SIGMOID, False),
+                          ("tanh", U_TANH, False), ("exp", U_EXP, False), ("neg", U_NEG, True),
+                          ("abs", U_ABS, True), ("sqrt", U_SQRT, False),
+                          ("rsqrt", U_RSQRT, False)):
+    register_fast(f"aten::{_name}.out")(_unary_binder(_op, _ints))
+
+
+@register_fast("aten::hardtanh.out")
+def bind_hardtanh(ctx, self, min_val, max_val, out):
+    return _bind_unary(ctx, U_CLAMP, self, out, min_val, max_val)
+
+
+@register_fast("aten::clamp.out")
+def bind_clamp(ctx, self, min, max, out):  # noqa: A002 - schema names
+    if min is None or max is None or isinstance(min, bool) or isinstance(max, bool):
+        return None
+    return _bind_unary(ctx, U_CLAMP, self, out, min, max)
+
+
+@register_fast("aten::gelu.out")
+def bind_gelu(ctx, self, approximate, out):
+    op = {"none": U_GELU, "tanh": U_GELU_TANH}.get(approximate or "none")
+    return None if op is None else _bind_unary(ctx, op, self, out)

@@ -1,0 +1,130 @@
+"""Numba building blocks for compiled kernels over the descriptor ABI.
+
+``desc(addr)`` views a descriptor row; ``flat(d, marker)`` views its data as
+a typed 1-D array (``marker`` is a zero of the element type, e.g.
+``np.float32(0)``, so one generic body compiles per dtype); ``resize_to``
+applies ExecuTorch's resize rules to an out descriptor and recomputes its
+strides from its dim order. Every kernel is a ``cfunc`` ``int64(int64*)``
+returning an ExecuTorch error code.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, cfunc, njit, types
+from numba.extending import intrinsic
+
+KERNEL_SIG = types.int64(types.CPointer(types.int64))
+
+OK = 0
+NOT_SUPPORTED = 0x10
+INVALID_ARGUMENT = 0x12
+
+# ScalarType codes a kernel dispatches on at run time.
+ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F16, ST_F32, ST_F64, ST_BOOL = 0, 1, 2, 3, 4, 5, 6, 7, 11
+
+
+@intrinsic
+def ptr_like(typingctx, addr, marker):
+    """int64 address -> pointer to ``marker``'s type (LLVM inttoptr)."""
+    ptrty = types.CPointer(marker)
+    sig = ptrty(types.int64, marker)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptrty))
+
+    return sig, codegen
+
+
+@intrinsic
+def bits_to_f64(typingctx, word):
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return sig, codegen
+
+
+@njit(inline="always")
+def desc(addr):
+    return carray(ptr_like(addr, np.int64(0)), 64)
+
+
+@njit(inline="always")
+def flat(d, marker):
+    return carray(ptr_like(d[0], marker), max(d[3], 1))
+
+
+@njit(inline="always")
+def flat_cap(d, marker):
+    """The data as a typed 1-D array of the tensor's capacity."""
+    return carray(ptr_like(d[0], marker), max(d[4], 1))
+
+
+@njit(inline="always")
+def is_contiguous(d):
+    nd = d[2]
+    s = 1
+    for i in range(nd - 1, -1, -1):
+        if d[8 + i] != 1 and d[24 + i] != s:
+            return False
+        s *= d[8 + i]
+    return True
+
+
+@njit(inline="always")
+def set_strides(d):
+    nd = d[2]
+    s = 1
+    for k in range(nd - 1, -1, -1):
+        dim = d[40 + k]
+        d[24 + dim] = s
+        sz = d[8 + dim]
+        s *= sz if sz != 0 else 1
+
+
+@njit(inline="always")
+def resize_to(d, sizes, nd):
+    """Resize out descriptor ``d`` to ``sizes[:nd]``; returns a status code."""
+    if nd != d[2]:
+        return NOT_SUPPORTED
+    same = True
+    numel = 1
+    for i in range(nd):
+        numel *= sizes[i]
+        if d[8 + i] != sizes[i]:
+            same = False
+    if same:
+        return OK
+    if d[5] == 0 or numel > d[4]:
+        return NOT_SUPPORTED
+    for i in range(nd):
+        d[8 + i] = sizes[i]
+    d[3] = numel
+    set_strides(d)
+    return OK
+
+
+@njit(inline="always")
+def resize_like(d, src):
+    nd = src[2]
+    sizes = np.empty(16, np.int64)
+    for i in range(nd):
+        sizes[i] = src[8 + i]
+    return resize_to(d, sizes, nd)
+
+
+def compile_kernel(py_fn):
+    """cfunc for a module-level kernel body; Numba caches it on disk."""
+    return cfunc(KERNEL_SIG, nopython=True, nogil=True, cache=True)(py_fn)
+
+
+_COMPILED: dict = {}
+
+
+def lazy(py_fn):
+    """Compile ``py_fn`` on first use (binders call ``lazy(fn)``)."""
+    c = _COMPILED.get(py_fn)
+    if c is None:
+        c = _COMPILED[py_fn] = compile_kernel(py_fn)
+    return c

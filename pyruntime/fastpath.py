@@ -1,0 +1,166 @@
+"""The fast tier of a Method: descriptor table, compiled kernels, the Cython loop.
+
+At load, every chain is flattened into one ``Loop``. An instruction whose op
+has a compiled kernel (``kernels.fast``) that accepts its dtypes and whose
+scalar arguments are fixed at load becomes a C function call run with the GIL
+released; a JumpFalse on a Bool tensor is decided in the loop; everything else
+(reference kernels, prim ops, moves, delegates without a native entry) is
+called back into Python with the GIL held for that instruction only, with its
+tensors synchronized between ETensor objects and descriptor rows.
+"""
+from __future__ import annotations
+
+from cython_ext._loop import Loop
+from cython_ext.desc import DescTable
+from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from cython_ext.tensor import ETensor
+from kernels.fast import get_binder
+from kernels.fast.context import BindContext
+from pyruntime.values import ListRef
+
+KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
+BOOL = 11
+
+
+class FastPlan:
+    def __init__(self, method):
+        self.m = method
+        values = method.values
+        buffers = list(method.arenas) + [method.program._data]
+        buffers += [v.storage for v in values if isinstance(v, ETensor) and v.storage is not None]
+        self.table = DescTable(values, buffers)
+        rows = {id(v): i for i, v in enumerate(values) if isinstance(v, ETensor)}
+        self.flat = []
+        offsets = []
+        for c, instrs in enumerate(method.instructions):
+            offsets.append(len(self.flat))
+            self.flat += [(c, len(instrs), ins) for ins in instrs]
+        self.offsets = offsets
+        dynamic = self._dynamic_slots(values, self.flat)
+        self.loop = Loop(len(self.flat))
+        self.ctx = BindContext(self.table, rows, [])
+        self.sync = []  # per pc: value indices whose tensors are synced around Python calls
+        self.compiled = 0
+        for pc, (c, n, ins) in enumerate(self.flat):
+            kind, fn, args, nargs, lists, name, src_pc = ins
+            self.sync.append(self._sync_indices(ins, values))
+            if kind == KERNEL and self._bind_kernel(pc, ins, values, dynamic):
+                self.compiled += 1
+            elif kind == JUMP_FALSE:
+                cond = values[fn]
+                if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
+                        and args <= n:
+                    self.loop.set_jump_false_tensor(pc, self.table.addr(fn), offsets[c] + args)
+
+    @staticmethod
+    def _dynamic_slots(values, flat):
+        """Value slots that instructions overwrite: prim-op results and move targets.
+
+        A compiled kernel bakes scalar arguments into its block at load, so an
+        instruction reading one of these slots stays on the Python path.
+        """
+        dyn = set()
+        for _, _, (kind, fn, args, nargs, lists, name, pc) in flat:
+            if kind == KERNEL and args and not isinstance(values[args[-1]], (ETensor, ListRef)):
+                dyn.add(args[-1])
+            elif kind == MOVE:
+                dyn.add(args)
+        return dyn
+
+    def _sync_indices(self, ins, values):
+        kind, fn, args, nargs, lists, name, src_pc = ins
+        if kind in (KERNEL, DELEGATE):
+            idx = []
+            for j in args:
+                v = values[j]
+                if isinstance(v, ListRef):
+                    idx += [k for k in v.items if k >= 0]
+                else:
+                    idx.append(j)
+            return tuple(dict.fromkeys(idx))
+        if kind == MOVE:
+            return (fn, args)
+        return (fn,)
+
+    def _bind_kernel(self, pc, ins, values, dynamic) -> bool:
+        kind, fn, args, nargs, lists, name, src_pc = ins
+        binder = get_binder(name)
+        if binder is None:
+            return False
+        used = args[:nargs]
+        for j in used:
+            v = values[j]
+            if j in dynamic:
+                return False
+            if isinstance(v, ListRef) and any(k in dynamic for k in v.items):
+                return False
+        vals = [values[j].resolve(values) if isinstance(values[j], ListRef) else values[j]
+                for j in used]
+        r = binder(self.ctx, *vals)
+        if r is None:
+            return False
+        self.loop.set_kernel(pc, *r)
+        return True
+
+    # ---- run ------------------------------------------------------------------------
+    def run(self) -> None:
+        status = self.loop.run(self._callback, self.m.max_instructions)
+        if status == 0:
+            return
+        if status == -2:
+            raise invalid_program(f"method {self.m.name!r}: more than {self.m.max_instructions} "
+                                  "instructions in one execute (infinite loop?)")
+        self._explain_failure(self.loop.failed_pc, status)
+
+    def _callback(self, pc):
+        c, n, ins = self.flat[pc]
+        values = self.m.values
+        table = self.table
+        for j in self.sync[pc]:
+            v = values[j]
+            if isinstance(v, ETensor):
+                table.pull(j, v)
+        nxt = self.m._exec(ins, c, n)
+        kind = ins[0]
+        if kind == MOVE:
+            table.copy_row(ins[1], ins[2])
+        else:
+            for j in self.sync[pc]:
+                v = values[j]
+                if isinstance(v, ETensor):
+                    table.push(j, v)
+        return nxt if nxt < 0 else self.offsets[c] + nxt
+
+    def _explain_failure(self, pc, status):
+        """A compiled kernel failed: rerun it on the reference kernel for a precise error."""
+        c, n, ins = self.flat[pc]
+        self._callback(pc)
+        name, src_pc = ins[5], ins[6]
+        try:
+            code = ErrorCode(status)
+        except ValueError:
+            code = ErrorCode.Internal
+        raise ExecuTorchError(code, f"{self.m._where(c, src_pc, name)}: compiled kernel failed "
+                                    f"with status {status}")
+
+    # ---- synchronization for Python-side access --------------------------------------
+    def pull_all(self):
+        for i, v in enumerate(self.m.values):
+            if isinstance(v, ETensor):
+                self.table.pull(i, v)
+
+    def push_all(self):
+        for i, v in enumerate(self.m.values):
+            if isinstance(v, ETensor):
+                self.table.push(i, v)
+
+    def pull_outputs(self):
+        values = self.m.values
+        for i in self.m.outputs:
+            v = values[i]
+            if isinstance(v, ETensor):
+                self.table.pull(i, v)
+            elif isinstance(v, ListRef):
+                for k in v.items:
+                    if k >= 0 and isinstance(values[k], ETensor):
+                        self.table.pull(k, values[k])

@@ -1,0 +1,6 @@
+"""Builds the Cython execute loop; everything else is in pyproject.toml."""
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+setup(ext_modules=cythonize([Extension("cython_ext._loop", ["cython_ext/_loop.pyx"])],
+                            compiler_directives={"language_level": 3}))
