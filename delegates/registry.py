@@ -1,6 +1,9 @@
 """Backend registry keyed by the backend id a .pte names."""
 from __future__ import annotations
 
+import importlib
+import threading
+
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from delegates.interface import BackendInterface
 
@@ -9,10 +12,28 @@ _KNOWN = ("XnnpackBackend", "VulkanBackend", "CoreMLBackend", "QnnBackend", "Eth
           "VgfBackend", "MPSBackend", "OpenvinoBackend", "NeutronBackend", "EnnBackend",
           "NeuropilotBackend", "CudaBackend", "MetalBackend", "MLXBackend")
 
+# Bridges shipped in this package, imported (and so registered) on first use of the
+# registry: importing a bridge is cheap, its vendor library is only looked for when
+# a program needs it.
+_BRIDGES = {"XnnpackBackend": "delegates.xnnpack"}
+
 
 class BackendRegistry:
     def __init__(self):
         self._backends: dict[str, BackendInterface] = {}
+        self._bridges_loaded = False
+        self._lock = threading.Lock()
+
+    def _load_bridges(self) -> None:
+        if self._bridges_loaded:
+            return
+        with self._lock:
+            if self._bridges_loaded:
+                return
+            self._bridges_loaded = True
+            for bid, module in _BRIDGES.items():
+                if bid not in self._backends:
+                    importlib.import_module(module)
 
     def register(self, backend: BackendInterface) -> BackendInterface:
         if not backend.id:
@@ -24,17 +45,21 @@ class BackendRegistry:
         return backend
 
     def known_ids(self) -> list[str]:
+        self._load_bridges()
         return sorted(set(_KNOWN) | set(self._backends))
 
     def registered(self) -> list[str]:
+        self._load_bridges()
         return sorted(self._backends)
 
     def available(self) -> list[str]:
+        self._load_bridges()
         return sorted(k for k, b in self._backends.items() if b.is_available())
 
     def get(self, backend_id: str, where: str = "") -> BackendInterface:
         """The backend for ``backend_id``; NotFound with how to get it otherwise."""
         prefix = f"{where}: " if where else ""
+        self._load_bridges()
         b = self._backends.get(backend_id)
         if b is None:
             kind = "has no bridge in pyruntime yet" if backend_id in _KNOWN else "is unknown"

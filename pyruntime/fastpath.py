@@ -159,7 +159,10 @@ class FastPlan:
         for i in self.m.outputs:
             v = values[i]
             if isinstance(v, ETensor):
-                self.table.pull(i, v)
+                # Compiled kernels change only the sizes of dynamic tensors; data
+                # pointers and moved handles are changed on the Python side.
+                if v.dynamism:
+                    self.table.pull(i, v)
             elif isinstance(v, ListRef):
                 for k in v.items:
                     if k >= 0 and isinstance(values[k], ETensor):

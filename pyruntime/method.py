@@ -71,6 +71,7 @@ class Method:
             self._fast = FastPlan(self)
         self._inputs_set = [False] * len(self.inputs)
         self._input_refs = [None] * len(self.inputs)  # keeps aliased caller arrays alive
+        self._input_binders = self._make_input_binders()
 
     # ---- load ------------------------------------------------------------------
     def _allocate_arenas(self, where):
@@ -231,7 +232,7 @@ class Method:
                                   f"{where}: list inputs are not supported")
         self._inputs_set[index] = True
         if self._fast is not None and isinstance(slot, ETensor):
-            self._fast.table.push(self.inputs[index], slot)
+            self._fast.table.push(self.inputs[index], slot)  # sizes or data pointer may change
 
     def _bind_tensor(self, t: ETensor, value, index: int, where: str) -> None:
         if isinstance(value, ETensor):
@@ -313,12 +314,37 @@ class Method:
                                   f"method {self.name!r} is already executing (use one Method "
                                   "per thread)")
         try:
-            for i, x in enumerate(inputs):
-                self.set_input(x, i)
+            for bind, x in zip(self._input_binders, inputs):
+                bind(x)
             self._run()
             return self._collect_outputs()
         finally:
             self._lock.release()
+
+    def _make_input_binders(self):
+        """Per input, a binder with a fast path for the common case: a C-contiguous
+        ndarray of exactly the dtype and shape of a static planned tensor is copied
+        straight into its planned bytes; everything else goes through ``set_input``,
+        which validates and explains."""
+        binders = []
+        for i, idx in enumerate(self.inputs):
+            t = self.values[idx]
+            general = (lambda x, i=i: self.set_input(x, i))
+            if (isinstance(t, ETensor) and t.planned and t.dynamism == Dynamism.STATIC
+                    and t.storage is not None and t.storage.flags.writeable and t.numel):
+                view, dtype, shape = t.numpy(), t.dtype, t.sizes
+                flags = self._inputs_set
+
+                def bind(x, i=i, view=view, dtype=dtype, shape=shape, general=general):
+                    if type(x) is np.ndarray and x.dtype == dtype and x.shape == shape:
+                        view[...] = x
+                        flags[i] = True
+                    else:
+                        general(x)
+                binders.append(bind)
+            else:
+                binders.append(general)
+        return binders
 
     def __call__(self, *inputs):
         return self.execute(inputs)
@@ -445,7 +471,7 @@ class Method:
         for i in self.outputs:
             v = self.values[i]
             if isinstance(v, ETensor):
-                out.append(np.array(v.numpy(), copy=True))
+                out.append(v.numpy().copy())
             elif isinstance(v, ListRef):
                 out.append([np.array(t.numpy(), copy=True) if isinstance(t, ETensor) else t
                             for t in v.resolve(self.values)])

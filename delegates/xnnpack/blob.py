@@ -105,14 +105,23 @@ def constant_bytes(xb: XnnBlob, idx: int, named_data, where: str) -> np.ndarray 
     raise blob_error(f"{where}: constant index {idx} but the graph has no constant data")
 
 
+def _lookup(named_data, key: str):
+    # pyruntime's DataMap keeps (bytes, layout) per key, but the map it builds from a
+    # .pte's named_data holds bare arrays, where .get() would return the first byte:
+    # read the raw entry when there is one, and use the public .get() otherwise.
+    entries = getattr(named_data, "_entries", None)
+    if isinstance(entries, dict):
+        e = entries.get(key)
+        return e[0] if isinstance(e, tuple) else e
+    return named_data.get(key)
+
+
 def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
     data = None
     if named_data is not None:
         try:
-            data = named_data.get(key)
-        except ExecuTorchError:
-            data = None
-        except (KeyError, LookupError):
+            data = _lookup(named_data, key)
+        except (ExecuTorchError, LookupError):
             data = None
     if data is None:
         raise ExecuTorchError(ErrorCode.NotFound,

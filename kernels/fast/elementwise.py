@@ -14,7 +14,8 @@ from numba import njit
 
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
-                             ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, resize_to)
+                             ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, resize_like,
+                             resize_to, same_shape)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -40,6 +41,30 @@ def _bin(op, x, y, alpha):
 
 @njit(inline="always")
 def _binary_typed(op, a, b, o, alpha, m):
+    # hot paths first, without allocating: equal shapes, or a scalar right operand
+    if is_contiguous(a) and is_contiguous(b) and (same_shape(a, b) or b[3] == 1) \
+            and a[2] >= b[2]:
+        st = resize_like(o, a)
+        if st != OK:
+            return st
+        if is_contiguous(o):
+            x = flat(a, m)
+            y = flat(b, m)
+            z = flat(o, m)
+            n = o[3]
+            if b[3] == 1 and not same_shape(a, b):
+                yv = y[0]
+                for i in range(n):
+                    z[i] = _bin(op, x[i], yv, alpha)
+            else:
+                for i in range(n):
+                    z[i] = _bin(op, x[i], y[i], alpha)
+            return OK
+    return _binary_general(op, a, b, o, alpha, m)
+
+
+@njit
+def _binary_general(op, a, b, o, alpha, m):
     nd = o[2]
     sizes = np.empty(16, np.int64)
     sa = np.zeros(16, np.int64)
@@ -170,11 +195,7 @@ S_ADD, S_MUL = 0, 1
 
 @njit(inline="always")
 def _scalar_typed(op, a, o, s, alpha, m):
-    nd = a[2]
-    sizes = np.empty(16, np.int64)
-    for i in range(nd):
-        sizes[i] = a[8 + i]
-    st = resize_to(o, sizes, nd)
+    st = resize_like(o, a)
     if st != OK:
         return st
     if not (is_contiguous(a) and is_contiguous(o)):
@@ -257,10 +278,7 @@ def _un(op, x, lo, hi):
 @njit(inline="always")
 def _unary_typed(op, a, o, lo, hi, m):
     nd = a[2]
-    sizes = np.empty(16, np.int64)
-    for i in range(nd):
-        sizes[i] = a[8 + i]
-    st = resize_to(o, sizes, nd)
+    st = resize_like(o, a)
     if st != OK:
         return st
     x = flat(a, m)
@@ -280,7 +298,7 @@ def _unary_typed(op, a, o, lo, hi, m):
         z[po] = _un(op, x[pa], lo, hi)
         for i in range(nd - 1, -1, -1):
             idx[i] += 1
-            if idx[i] < sizes[i]:
+            if idx[i] < a[8 + i]:
                 break
             idx[i] = 0
     return OK

@@ -106,12 +106,29 @@ def resize_to(d, sizes, nd):
 
 
 @njit(inline="always")
-def resize_like(d, src):
-    nd = src[2]
-    sizes = np.empty(16, np.int64)
+def same_shape(a, b):
+    nd = a[2]
+    if nd != b[2]:
+        return False
     for i in range(nd):
-        sizes[i] = src[8 + i]
-    return resize_to(d, sizes, nd)
+        if a[8 + i] != b[8 + i]:
+            return False
+    return True
+
+
+@njit(inline="always")
+def resize_like(d, src):
+    """Resize ``d`` to ``src``'s sizes without allocating (the common, hot case)."""
+    if same_shape(d, src):
+        return OK
+    nd = src[2]
+    if nd != d[2] or d[5] == 0 or src[3] > d[4]:
+        return NOT_SUPPORTED
+    for i in range(nd):
+        d[8 + i] = src[8 + i]
+    d[3] = src[3]
+    set_strides(d)
+    return OK
 
 
 def compile_kernel(py_fn):

@@ -69,3 +69,35 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol=1e-5, atol=1e-5):
                                    rtol=rtol, atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def call_fast(name: str, *args):
+    """Run ``name``'s compiled kernel once, the way the fast loop does.
+
+    Returns ``None`` when the binder declines these arguments (the instruction
+    would stay on the reference kernel); otherwise the kernel's status code.
+    Tensor arguments (ETensors) are updated in place, as after the loop.
+    """
+    import ctypes
+
+    from cython_ext.desc import DescTable
+    from kernels.fast import get_binder
+    from kernels.fast.context import BindContext
+
+    binder = get_binder(name)
+    assert binder is not None, f"no compiled kernel for {name}"
+    vals = [as_value(a) for a in args]
+    flat = []
+    for v in vals:
+        flat += v if isinstance(v, list) else [v]
+    tensors = [v for v in flat if isinstance(v, ETensor)]
+    table = DescTable(tensors, [t.storage for t in tensors])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [])
+    bound = binder(ctx, *vals)
+    if bound is None:
+        return None
+    fn, block = bound
+    status = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)(block)
+    for i, t in enumerate(tensors):
+        table.pull(i, t)
+    return status

@@ -26,11 +26,12 @@ def assert_output_parity(got, want, where):
         np.testing.assert_array_equal(got, want, err_msg=where)
 
 
+@pytest.mark.parametrize("tier", ["reference", "fast"])
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_parity_with_executorch_runtime(name):
+def test_parity_with_executorch_runtime(name, tier):
     fx = get_fixture(name)
     program = pyruntime.Runtime.get().load_program(fx.pte_path, data_path=fx.ptd_path)
-    method = program.load_method(fx.method)
+    method = program.load_method(fx.method, tier=tier)
     for step, (inputs, expected) in enumerate(zip(fx.calls, fx.expected)):
         got = method.execute(inputs)
         assert len(got) == len(expected), f"call {step}: {len(got)} outputs, expected {len(expected)}"

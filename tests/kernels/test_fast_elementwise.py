@@ -1,0 +1,73 @@
+"""Compiled elementwise kernels against the reference tier (itself tested against torch)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
+
+RNG = np.random.default_rng(0)
+SHAPE_PAIRS = [((), ()), ((5,), (5,)), ((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (1,)),
+               ((2, 1, 4), (3, 1)), ((4, 1), (1, 5)), ((0, 3), (0, 3))]
+DTYPES = [np.float32, np.float64, np.int32, np.int64]
+
+
+def _rand(shape, dtype):
+    if np.dtype(dtype).kind == "f":
+        return RNG.standard_normal(shape).astype(dtype)
+    return RNG.integers(-5, 6, shape).astype(dtype)
+
+
+def _check(name, args, out_shape, dtype, tol=1e-6):
+    ref = static_out(out_shape, dtype)
+    call(name, *args, ref)
+    for out in (static_out(out_shape, dtype), bound_out(tuple(s + 2 for s in out_shape), dtype)):
+        status = call_fast(name, *args, out)
+        assert status == 0, f"{name}: compiled kernel returned {status}"
+        assert_close(out.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+# true division of ints has a float result: that stays on the reference tier
+BINARY_CASES = [(op, dt) for op in ("add", "sub", "mul", "maximum", "minimum", "div")
+                for dt in DTYPES if op != "div" or np.dtype(dt).kind == "f"]
+
+
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS)
+@pytest.mark.parametrize("op,dtype", BINARY_CASES)
+def test_binary(op, shapes, dtype):
+    a, b = _rand(shapes[0], dtype), _rand(shapes[1], dtype)
+    if op == "div":
+        b = np.where(b == 0, 1, b).astype(dtype)
+    out_shape = np.broadcast_shapes(a.shape, b.shape)
+    args = [a, b, 2] if op in ("add", "sub") else [a, b]
+    _check(f"aten::{op}.out", args, out_shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt"])
+def test_unary(op, dtype):
+    a = _rand((3, 7), dtype)
+    if op in ("sqrt", "rsqrt"):
+        a = np.abs(a) + 0.1
+    _check(f"aten::{op}.out", [a], a.shape, dtype, tol=1e-5)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_and_clamps(approximate):
+    a = _rand((4, 5), np.float32)
+    _check("aten::gelu.out", [a, approximate], a.shape, np.float32, tol=1e-5)
+    _check("aten::hardtanh.out", [a, -0.5, 0.5], a.shape, np.float32)
+    _check("aten::clamp.out", [a, -0.25, 1.0], a.shape, np.float32)
+
+
+def test_scalar_ops():
+    a = _rand((3, 4), np.float32)
+    _check("aten::add.Scalar_out", [a, 1.5, 2], a.shape, np.float32)
+    _check("aten::mul.Scalar_out", [a, -3.0], a.shape, np.float32)
+
+
+def test_static_out_of_wrong_shape_fails_and_mixed_dtypes_decline():
+    a = _rand((2, 3), np.float32)
+    assert call_fast("aten::add.out", a, a, 1, static_out((3, 2), np.float32)) != 0
+    assert call_fast("aten::add.out", a, a.astype(np.float64), 1,
+                     static_out((2, 3), np.float64)) is None
