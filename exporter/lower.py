@@ -19,7 +19,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from exporter import passes
 from exporter.errors import ExportError, node_error
 from exporter.outvariants import memory_view
-from exporter.specs import TensorSpec, spec_from_value
+from exporter.specs import TensorSpec, spec_from_value, tensor_bytes
 
 
 @dataclass
@@ -104,10 +104,8 @@ def _bind_signature(ep: ExportedProgram, name: str) -> EdgeMethod:
         if spec.kind == OutputKind.USER_OUTPUT:
             continue
         if spec.kind == OutputKind.BUFFER_MUTATION:
-            target = by_name[sig.inputs_to_buffers_inverse()[spec.target]] \
-                if hasattr(sig, "inputs_to_buffers_inverse") else _buffer_node(sig, by_name,
-                                                                               spec.target)
-            target.meta.pop("const", None)
+            target = _buffer_node(sig, by_name, spec.target)
+            target.meta["init"] = target.meta.pop("const", None)
             target.meta["io"] = "mutable"
             mutable[target] = spec.target
             mutated[i] = target
@@ -158,6 +156,9 @@ def propagate_specs(gm: torch.fx.GraphModule, ep: ExportedProgram | None) -> Non
         if val is None:
             raise node_error(node, "node has no example value (meta['val'])")
         spec = spec_from_value(val, node)
+        init = node.meta.get("init")
+        if node.op == "placeholder" and init is not None and bool(torch.any(init != 0)):
+            spec.init_data = tensor_bytes(init)  # non-zero initial state of a mutable buffer
         if node.op == "call_function" and node.target is memory_view:
             base = node.args[0].meta["spec"]
             if spec.dynamism != base.dynamism or spec.nbytes != base.nbytes:

@@ -80,6 +80,14 @@ class TensorSpec:
                 f"mem=({self.mem_id}, {self.mem_offset}))")
 
 
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """The bytes of ``t`` in contiguous order."""
+    t = t.detach().contiguous()
+    if t.numel() == 0:
+        return b""
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
 def dim_order_of(t: torch.Tensor) -> list[int]:
     try:
         return [int(d) for d in t.dim_order()]

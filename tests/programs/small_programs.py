@@ -65,6 +65,31 @@ def _initialized_state_program():
         passes=[InitializedMutableBufferPass(["state"])]))
 
 
+def _big_chain():
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(20):
+                x = torch.relu(x * 1.5 - 0.25)
+            return x
+
+    return M(), (torch.ones(1 << 20),), {}
+
+
+def _chain400():
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(200):
+                x = x * 1.0001
+                x = x + 0.5
+            return x
+
+    return M(), (torch.ones(1),), {}
+
+
 def _two_methods():
     import torch
 
@@ -128,6 +153,8 @@ BUILDERS = {
     "scalar_input": lambda: _export(_scalar_input),
     "external_linear": _external_linear,
     "initialized_state": _initialized_state_program,
+    "big_chain": lambda: _export(_big_chain),
+    "chain400": lambda: _export(_chain400),
 }
 
 
