@@ -30,10 +30,10 @@ TENSOR_OPTIONS = ("dtype", "layout", "device", "pin_memory", "memory_format")
 class ExternalOp:
     """An operator known to the runtime by name and schema, not registered with torch."""
 
-    def __init__(self, schema: str, out: "ExternalOp | None" = None):
+    def __init__(self, schema: str, out: "ExternalOp | None" = None, overload=None):
         self._schema = torch._C.parse_schema(schema)
         self.name = self._schema.name  # "ns::op"
-        self.overload = self._schema.overload_name
+        self.overload = self._schema.overload_name if overload is None else overload
         self.out = out
         self.__name__ = f"{self.name}.{self.overload or 'default'}"
 
@@ -57,7 +57,9 @@ EMPTY_DIM_ORDER = ExternalOp(
     "dim_order_ops::_empty_dim_order(int[] size, *, int[]? dim_order=None) -> Tensor",
     out=ExternalOp("dim_order_ops::_empty_dim_order.out(int[] size, *, int[]? dim_order=None, "
                    "Tensor(a!) out) -> Tensor(a!)"))
-ET_VIEW = ExternalOp("executorch_prim::et_view.default(Tensor self, int[] size) -> Tensor")
+# the emitter writes this one with overload "default" (spec 7.1)
+ET_VIEW = ExternalOp("executorch_prim::et_view(Tensor self, int[] size) -> Tensor",
+                     overload="default")
 
 
 def memory_view(base, size):

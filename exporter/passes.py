@@ -66,6 +66,20 @@ def views_to_copies(gm):
             if packet is None or not hasattr(packet, overload):
                 raise node_error(node, f"view op {op} has no *_copy variant")
             node.target = getattr(packet, overload)
+            node.meta["val"] = _rerun(node)
+
+
+def _rerun(node):
+    """The example value of ``node`` recomputed with its (possibly new) target."""
+    def val(v):
+        return v.meta.get("val") if isinstance(v, torch.fx.Node) else v
+    args = torch.fx.node.map_aggregate(node.args, val)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, val)
+    try:
+        return node.target(*args, **kwargs)
+    except Exception:  # e.g. a real constant mixed with fake tensors
+        old = node.meta["val"]
+        return old.contiguous() if isinstance(old, torch.Tensor) else old
 
 
 # ----------------------------------------------------------------- scalars

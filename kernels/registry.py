@@ -33,18 +33,15 @@ from typing import Callable
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 
-TIERS = ("reference", "fast")
-
-
 @dataclass(frozen=True)
 class Kernel:
     name: str
     fn: Callable
     arity: int | None  # number of leading args passed; None = all
-    tier: str
 
 
-_REGISTRY: dict[str, dict[str, Kernel]] = {t: {} for t in TIERS}
+# Reference kernels. The compiled tier registers binders in ``kernels.fast``.
+_REGISTRY: dict[str, Kernel] = {}
 
 
 def _arity(fn) -> int | None:
@@ -58,49 +55,44 @@ def _arity(fn) -> int | None:
     return n
 
 
-def register(*names: str, tier: str = "reference"):
+def register(*names: str):
     """Decorator registering ``fn`` under each of ``names``; a name registered twice raises."""
-    if tier not in TIERS:
-        raise ValueError(f"unknown tier {tier!r}")
 
     def deco(fn):
         arity = _arity(fn)
-        table = _REGISTRY[tier]
         for name in names:
-            if name in table:
+            if name in _REGISTRY:
                 raise ExecuTorchError(
                     ErrorCode.RegistrationAlreadyRegistered,
-                    f"kernel {name!r} ({tier}) is already registered by {table[name].fn.__module__}")
-            table[name] = Kernel(name, fn, arity, tier)
+                    f"kernel {name!r} is already registered by {_REGISTRY[name].fn.__module__}")
+            _REGISTRY[name] = Kernel(name, fn, arity)
         return fn
 
     return deco
 
 
-def has_kernel(name: str, tier: str = "reference") -> bool:
+def has_kernel(name: str) -> bool:
     _load_families()
-    return name in _REGISTRY[tier] or (tier != "reference" and name in _REGISTRY["reference"])
+    return name in _REGISTRY
 
 
-def get_kernel(name: str, tier: str = "reference") -> Kernel:
-    """The kernel for ``name``; the fast tier falls back to the reference kernel."""
+def get_kernel(name: str) -> Kernel:
+    """The reference kernel registered under ``name``; OperatorMissing if none."""
     _load_families()
-    k = _REGISTRY[tier].get(name)
-    if k is None and tier != "reference":
-        k = _REGISTRY["reference"].get(name)
+    k = _REGISTRY.get(name)
     if k is None:
         raise missing_operators_error([name])
     return k
 
 
-def registered_names(tier: str = "reference") -> list[str]:
+def registered_names() -> list[str]:
     _load_families()
-    return sorted(_REGISTRY[tier])
+    return sorted(_REGISTRY)
 
 
 def closest_names(name: str, n: int = 3) -> list[str]:
     _load_families()
-    return difflib.get_close_matches(name, list(_REGISTRY["reference"]), n=n, cutoff=0.5)
+    return difflib.get_close_matches(name, list(_REGISTRY), n=n, cutoff=0.5)
 
 
 def missing_operators_error(names, where: str = "") -> ExecuTorchError:
