@@ -60,6 +60,39 @@ def inspect_program(path, data_path=None, out=sys.stdout) -> None:
             w(f"    {n:5d}  {op}\n")
 
 
+def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
+    """Per operator of each method: which tier runs each of its calls (compiled or
+    reference), or that no kernel exists, decided the way load_method decides it."""
+    from kernels.registry import closest_names, has_kernel
+
+    prog = Runtime.get().load_program(path, data_path=data_path)
+    w = out.write
+    for name in prog.method_names:
+        meta = prog.metadata(name)
+        w(f"method {name!r}: operators by tier\n")
+        missing = sorted(op for op in meta.operator_counts if not has_kernel(op))
+        compiled = {}
+        if not missing:
+            m = prog.load_method(name, tier="fast")
+            for pc, (_, _, ins) in enumerate(m._fast.flat):
+                if ins[0] == 0:
+                    hit = m._fast.loop.kinds()[pc] == 0
+                    c = compiled.setdefault(ins[5], [0, 0])
+                    c[0 if hit else 1] += 1
+        for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            if op in missing:
+                close = ", ".join(closest_names(op))
+                w(f"    {n:5d}  {op}: MISSING (closest: {close or 'none'})\n")
+            else:
+                fast, ref = compiled.get(op, (0, n))
+                w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference\n")
+        if missing:
+            w(f"  {len(missing)} operator(s) have no kernel: the method cannot load\n")
+        else:
+            total = sum(v[0] for v in compiled.values())
+            w(f"  {total} of {sum(meta.operator_counts.values())} kernel calls compiled\n")
+
+
 def _planned(info) -> str:
     if isinstance(info, TensorInfo):
         return " planned" if info.is_memory_planned else " (caller memory)"
@@ -121,6 +154,8 @@ def main(argv=None) -> int:
     pi = sub.add_parser("inspect", help="methods, inputs/outputs, operators, memory, segments")
     pi.add_argument("file")
     pi.add_argument("--data", help=".ptd external data file")
+    pi.add_argument("--ops", action="store_true",
+                    help="say which tier (compiled / reference / missing) runs each operator")
     pr = sub.add_parser("run", help="run a method on inputs from .npz (or random)")
     pr.add_argument("file")
     pr.add_argument("--method", default="forward")
@@ -138,7 +173,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inspect":
-            inspect_program(args.file, args.data)
+            if args.ops:
+                inspect_ops(args.file, args.data)
+            else:
+                inspect_program(args.file, args.data)
         elif args.cmd == "bench":
             from pyruntime.bench import bench, report
             for f in args.files:

@@ -47,3 +47,17 @@ def test_run_random_inputs_and_bad_file(tmp_path):
     bad.write_bytes(b"\0" * 64)
     rc, out, err = cli("inspect", bad)
     assert rc == 1 and "InvalidProgram" in err
+
+
+def test_inspect_ops_says_which_tier_runs_each_operator():
+    pte, _ = small_program("linear_relu")
+    rc, out, err = cli("inspect", "--ops", pte)
+    assert rc == 0, err
+    assert "aten::relu.out: 1 compiled, 0 reference" in out
+    assert "kernel calls compiled" in out
+    data = pte.read_bytes().replace(b"aten::relu", b"aten::relx")
+    bad = pte.parent / "relx_for_cli_test.pte"
+    bad.write_bytes(data)
+    rc, out, err = cli("inspect", "--ops", bad)
+    assert rc == 0, err
+    assert "aten::relx.out: MISSING (closest: aten::relu.out" in out
