@@ -254,3 +254,11 @@ def fill_tensor_out(self, value, out):
     v = value.numpy()
     v = fill_value(op, "value", float(v) if v.dtype == BF16 else v.item(), self.dtype)
     out.write(np.broadcast_to(v, self.shape))
+
+
+# ---- conjugate -------------------------------------------------------------------------------
+
+@register("aten::_conj_physical.out")
+def conj_physical_out(self, out):
+    x = self.numpy()
+    out.write(np.conj(x) if x.dtype.kind == "c" else x)

@@ -214,3 +214,14 @@ def test_fill_refuses_bad_values():
     with pytest.raises(ExecuTorchError):
         call("aten::fill.Tensor_out", np.zeros(3, np.float32), np.ones(1, np.float32),
              static_out((3,), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.complex64])
+def test_conj_physical(dtype):
+    x = (np.arange(6).reshape(2, 3) - 2).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * x[::-1]
+    want = torch.ops.aten._conj_physical(torch.from_numpy(x.copy())).numpy()
+    out = static_out(x.shape, dtype)
+    call("aten::_conj_physical.out", x, out)
+    np.testing.assert_array_equal(out.numpy(), want)
