@@ -1,0 +1,644 @@
+"""Compiled data-movement kernels: the ``*_copy`` view ops, clone/copy, cat and split.
+
+Every op here only moves bytes, so one body per element size (1/2/4/8 bytes)
+serves every dtype of that size. A view op is "source strides + offset at
+run time, then a strided copy into ``out``": the kernel reads the input's
+current sizes and strides from its descriptor (dynamic shapes), builds the
+view of the output in terms of the source memory, resizes ``out`` and runs
+the strided copy engine (``copy_nd``) with the out's own strides, so any dim
+order is handled on either side. The engine drops size-1 dims, merges dims
+that are contiguous on both sides, copies contiguous runs in a flat loop and
+transposes in cache-sized tiles.
+
+Block of ``view_kernel``: ``[op, src, out, scratch, elem size, params...]``
+(``cat``: ``[op, out, 0, scratch, elem size, dim, n, inputs...]``; ``split``:
+``[op, src, 0, scratch, elem size, dim, n, (out, size)...]``). ``scratch``
+is a 128-word buffer owned by the instruction: sizes/strides/counters, so the
+hot path allocates nothing. Clone/copy ops that change the dtype (among
+float32/float64/int32/int64/bool, same dim order) use ``convert_kernel``,
+a flat cast loop: ``[src, out]``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit
+
+from kernels.fast import register_fast
+from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
+                             ST_I64, desc, is_contiguous, lazy, ptr_like, resize_like, resize_to)
+
+SCRATCH_WORDS = 128
+# scratch layout: iteration sizes, source strides, destination strides, counter, out sizes
+W_SZ, W_SS, W_DS, W_IX, W_OUT = 0, 16, 32, 48, 64
+TILE = 32
+BIG = 1 << 62  # "no end" for slices
+
+(OP_COPY, OP_RESHAPE, OP_PERMUTE, OP_EXPAND, OP_SLICE, OP_SELECT, OP_SQUEEZE, OP_UNSQUEEZE,
+ OP_COPY_INTO, OP_CAT, OP_SPLIT) = range(11)
+
+
+# ---- the strided copy engine ------------------------------------------------------
+
+@njit(inline="always")
+def scratch(addr):
+    return carray(ptr_like(addr, np.int64(0)), SCRATCH_WORDS)
+
+
+@njit
+def simplify(w, nd):
+    """Drop size-1 dims and merge dims contiguous on both sides; -1 when empty."""
+    for i in range(nd):
+        if w[W_SZ + i] == 0:
+            return -1
+    k = 0
+    for i in range(nd):
+        s = w[W_SZ + i]
+        if s == 1:
+            continue
+        a = w[W_SS + i]
+        b = w[W_DS + i]
+        if k > 0 and w[W_SS + k - 1] == a * s and w[W_DS + k - 1] == b * s:
+            w[W_SZ + k - 1] *= s
+            w[W_SS + k - 1] = a
+            w[W_DS + k - 1] = b
+        else:
+            w[W_SZ + k] = s
+            w[W_SS + k] = a
+            w[W_DS + k] = b
+            k += 1
+    return k
+
+
+@njit(inline="always")
+def _swap(w, i, j):
+    for base in (W_SZ, W_SS, W_DS):
+        t = w[base + i]
+        w[base + i] = w[base + j]
+        w[base + j] = t
+
+
+@njit
+def _copy_typed(sp, dp, w, nd, m):
+    src = ptr_like(sp, m)
+    dst = ptr_like(dp, m)
+    if nd == 0:
+        dst[0] = src[0]
+        return
+    last = nd - 1
+    n = w[W_SZ + last]
+    si = w[W_SS + last]
+    di = w[W_DS + last]
+    # A transpose: the inner dim is unit-stride on one side only and another dim is
+    # unit-stride on the other side; those two dims are copied in TILE x TILE tiles.
+    tile = -1
+    if nd >= 2 and (si == 1) != (di == 1):
+        other = W_SS if di == 1 else W_DS
+        for i in range(last - 1, -1, -1):
+            if w[other + i] == 1:
+                tile = i
+                break
+    no = last
+    if tile >= 0:
+        _swap(w, tile, last - 1)
+        no = last - 1
+    rn = w[W_SZ + no] if tile >= 0 else 1
+    rs = w[W_SS + no] if tile >= 0 else 0
+    rd = w[W_DS + no] if tile >= 0 else 0
+    outer = 1
+    for i in range(no):
+        w[W_IX + i] = 0
+        outer *= w[W_SZ + i]
+    so = 0
+    do = 0
+    for _ in range(outer):
+        if tile >= 0:
+            for r0 in range(0, rn, TILE):
+                r1 = min(r0 + TILE, rn)
+                for c0 in range(0, n, TILE):
+                    c1 = min(c0 + TILE, n)
+                    for r in range(r0, r1):
+                        s0 = so + r * rs
+                        d0 = do + r * rd
+                        for c in range(c0, c1):
+                            dst[d0 + c * di] = src[s0 + c * si]
+        elif si == 1 and di == 1:
+            for c in range(n):
+                dst[do + c] = src[so + c]
+        elif si == 0:
+            v = src[so]
+            for c in range(n):
+                dst[do + c * di] = v
+        else:
+            for c in range(n):
+                dst[do + c * di] = src[so + c * si]
+        for i in range(no - 1, -1, -1):  # advance the N-d counter over the outer dims
+            w[W_IX + i] += 1
+            so += w[W_SS + i]
+            do += w[W_DS + i]
+            if w[W_IX + i] < w[W_SZ + i]:
+                break
+            so -= w[W_SS + i] * w[W_SZ + i]
+            do -= w[W_DS + i] * w[W_SZ + i]
+            w[W_IX + i] = 0
+
+
+@njit
+def copy_simplified(sp, dp, w, nd, es):
+    """Copy a simplified iteration space (``simplify``'s result) of ``es``-byte elements."""
+    if nd < 0:
+        return
+    if es == 4:
+        _copy_typed(sp, dp, w, nd, np.uint32(0))
+    elif es == 8:
+        _copy_typed(sp, dp, w, nd, np.uint64(0))
+    elif es == 2:
+        _copy_typed(sp, dp, w, nd, np.uint16(0))
+    else:
+        _copy_typed(sp, dp, w, nd, np.uint8(0))
+
+
+@njit
+def copy_nd(sp, dp, w, nd, es):
+    """Copy ``w[W_SZ:]`` sizes from byte address ``sp`` (strides ``w[W_SS:]``, elements)
+    to ``dp`` (strides ``w[W_DS:]``)."""
+    copy_simplified(sp, dp, w, simplify(w, nd), es)
+
+
+@njit(inline="always")
+def _dst_strides(w, o, nd):
+    for i in range(nd):
+        w[W_DS + i] = o[24 + i]
+
+
+# ---- the view kernel ----------------------------------------------------------------
+
+@njit
+def _reshape(block, a, o, w, es):
+    n = block[5]
+    numel = a[3]
+    known = 1
+    hole = -1
+    for i in range(n):
+        s = block[6 + i]
+        w[W_OUT + i] = s
+        if s == -1:
+            hole = i
+        else:
+            known *= s
+    if hole >= 0:
+        if known == 0 or numel % known != 0:
+            return INVALID_ARGUMENT
+        w[W_OUT + hole] = numel // known
+    elif known != numel:
+        return INVALID_ARGUMENT
+    st = resize_to(o, w[W_OUT:], n)
+    if st != OK:
+        return st
+    if is_contiguous(a):  # iterate the out's shape, reading the source flat
+        s = 1
+        for i in range(n - 1, -1, -1):
+            w[W_SZ + i] = o[8 + i]
+            w[W_SS + i] = s
+            s *= o[8 + i]
+        _dst_strides(w, o, n)
+        copy_nd(a[0], o[0], w, n, es)
+        return OK
+    if not is_contiguous(o):
+        return NOT_SUPPORTED
+    nd = a[2]  # iterate the source's shape, writing the out flat
+    s = 1
+    for i in range(nd - 1, -1, -1):
+        w[W_SZ + i] = a[8 + i]
+        w[W_SS + i] = a[24 + i]
+        w[W_DS + i] = s
+        s *= a[8 + i]
+    copy_nd(a[0], o[0], w, nd, es)
+    return OK
+
+
+@njit
+def _cat(block):
+    o = desc(block[1])
+    w = scratch(block[3])
+    es = block[4]
+    d = block[5]
+    n = block[6]
+    nd = o[2]
+    first = True
+    total = 0
+    for k in range(n):
+        a = desc(block[7 + k])
+        if a[2] == 1 and a[3] == 0:  # legacy empty tensors are skipped whatever their rank
+            continue
+        if a[2] != nd:
+            return INVALID_ARGUMENT
+        if first:
+            first = False
+            for i in range(nd):
+                w[W_OUT + i] = a[8 + i]
+        else:
+            for i in range(nd):
+                if i != d and a[8 + i] != w[W_OUT + i]:
+                    return INVALID_ARGUMENT
+        total += a[8 + d]
+    if first:
+        if nd != 1:
+            return NOT_SUPPORTED
+        w[W_OUT] = 0
+    else:
+        w[W_OUT + d] = total
+    st = resize_to(o, w[W_OUT:], nd)
+    if st != OK:
+        return st
+    pos = 0
+    for k in range(n):
+        a = desc(block[7 + k])
+        if a[2] == 1 and a[3] == 0:
+            continue
+        for i in range(nd):
+            w[W_SZ + i] = a[8 + i]
+            w[W_SS + i] = a[24 + i]
+        _dst_strides(w, o, nd)
+        copy_nd(a[0], o[0] + pos * o[24 + d] * es, w, nd, es)
+        pos += a[8 + d]
+    return OK
+
+
+@njit
+def _split(block):
+    a = desc(block[1])
+    w = scratch(block[3])
+    es = block[4]
+    d = block[5]
+    n = block[6]
+    nd = a[2]
+    total = 0
+    for k in range(n):
+        total += block[8 + 2 * k]
+    if total != a[8 + d]:
+        return INVALID_ARGUMENT
+    pos = 0
+    for k in range(n):
+        o = desc(block[7 + 2 * k])
+        s = block[8 + 2 * k]
+        for i in range(nd):
+            w[W_OUT + i] = a[8 + i]
+        w[W_OUT + d] = s
+        st = resize_to(o, w[W_OUT:], nd)
+        if st != OK:
+            return st
+        for i in range(nd):
+            w[W_SZ + i] = o[8 + i]
+            w[W_SS + i] = a[24 + i]
+        _dst_strides(w, o, nd)
+        copy_nd(a[0] + pos * a[24 + d] * es, o[0], w, nd, es)
+        pos += s
+    return OK
+
+
+@njit(inline="always")
+def _clamp(i, n):
+    if i < 0:
+        i += n
+        if i < 0:
+            i = 0
+    return n if i > n else i
+
+
+def view_kernel(block):
+    op = block[0]
+    if op == OP_CAT:
+        return _cat(block)
+    if op == OP_SPLIT:
+        return _split(block)
+    a = desc(block[1])
+    o = desc(block[2])
+    w = scratch(block[3])
+    es = block[4]
+    if op == OP_RESHAPE:
+        return _reshape(block, a, o, w, es)
+    na = a[2]
+    nd = na
+    off = 0
+    if op == OP_COPY:
+        for i in range(na):
+            w[W_SZ + i] = a[8 + i]
+            w[W_SS + i] = a[24 + i]
+    elif op == OP_PERMUTE:
+        for i in range(na):
+            p = block[5 + i]
+            w[W_SZ + i] = a[8 + p]
+            w[W_SS + i] = a[24 + p]
+    elif op == OP_EXPAND or op == OP_COPY_INTO:
+        nd = block[5] if op == OP_EXPAND else o[2]
+        lead = nd - na
+        if lead < 0:
+            return INVALID_ARGUMENT
+        for i in range(nd):
+            want = block[6 + i] if op == OP_EXPAND else o[8 + i]
+            if i < lead:
+                if want < 0:
+                    return INVALID_ARGUMENT
+                w[W_SS + i] = 0
+            else:
+                have = a[8 + i - lead]
+                if want == -1:
+                    want = have
+                if want == have:
+                    w[W_SS + i] = a[24 + i - lead]
+                elif have == 1 and want >= 0:
+                    w[W_SS + i] = 0
+                else:
+                    return INVALID_ARGUMENT
+            w[W_SZ + i] = want
+    elif op == OP_SLICE:
+        d = block[5]
+        step = block[8]
+        n = a[8 + d]
+        start = _clamp(block[6], n)
+        end = _clamp(block[7], n)
+        for i in range(na):
+            w[W_SZ + i] = a[8 + i]
+            w[W_SS + i] = a[24 + i]
+        w[W_SZ + d] = (end - start + step - 1) // step if end > start else 0
+        w[W_SS + d] = a[24 + d] * step
+        off = start * a[24 + d]
+    elif op == OP_SELECT:
+        d = block[5]
+        idx = block[6]
+        n = a[8 + d]
+        if idx < -n or idx >= n:
+            return INVALID_ARGUMENT
+        if idx < 0:
+            idx += n
+        off = idx * a[24 + d]
+        nd = 0
+        for i in range(na):
+            if i != d:
+                w[W_SZ + nd] = a[8 + i]
+                w[W_SS + nd] = a[24 + i]
+                nd += 1
+    elif op == OP_SQUEEZE:
+        mask = block[5]
+        nd = 0
+        for i in range(na):
+            if (mask >> i) & 1 == 1 and a[8 + i] == 1:
+                continue
+            w[W_SZ + nd] = a[8 + i]
+            w[W_SS + nd] = a[24 + i]
+            nd += 1
+    elif op == OP_UNSQUEEZE:
+        d = block[5]
+        nd = na + 1
+        for i in range(nd):
+            j = i if i < d else i - 1
+            if i == d:
+                w[W_SZ + i] = 1
+                w[W_SS + i] = 0
+            else:
+                w[W_SZ + i] = a[8 + j]
+                w[W_SS + i] = a[24 + j]
+    else:
+        return NOT_SUPPORTED
+    if op != OP_COPY_INTO:
+        st = resize_to(o, w, nd)
+        if st != OK:
+            return st
+    _dst_strides(w, o, nd)
+    copy_nd(a[0] + off * es, o[0], w, nd, es)
+    return OK
+
+
+# ---- dtype conversion (flat: same sizes and dim order on both sides) -----------------
+CONVERTIBLE = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
+               np.dtype(np.int64), np.dtype(np.bool_))
+
+
+@njit(inline="always")
+def _conv_loop(sp, dp, n, ms, md):
+    x = carray(ptr_like(sp, ms), n)  # (arrays, not raw pointers: bools are stored as bytes)
+    z = carray(ptr_like(dp, md), n)
+    for i in range(n):
+        z[i] = x[i]
+
+
+@njit
+def _conv_to_bool(sp, dp, n, ms):
+    x = carray(ptr_like(sp, ms), n)
+    z = carray(ptr_like(dp, np.bool_(False)), n)
+    for i in range(n):
+        z[i] = x[i] != 0
+
+
+@njit
+def _conv_from(sp, dp, n, dst, ms):
+    if dst == ST_F32:
+        _conv_loop(sp, dp, n, ms, np.float32(0))
+    elif dst == ST_F64:
+        _conv_loop(sp, dp, n, ms, np.float64(0))
+    elif dst == ST_I32:
+        _conv_loop(sp, dp, n, ms, np.int32(0))
+    elif dst == ST_I64:
+        _conv_loop(sp, dp, n, ms, np.int64(0))
+    else:  # ST_BOOL (the binder admits only these five dtypes)
+        _conv_to_bool(sp, dp, n, ms)
+
+
+def convert_kernel(block):
+    a = desc(block[0])
+    o = desc(block[1])
+    st = resize_like(o, a)
+    if st != OK:
+        return st
+    n = a[3]
+    src = a[1]
+    dst = o[1]
+    if src == ST_F32:
+        _conv_from(a[0], o[0], n, dst, np.float32(0))
+    elif src == ST_F64:
+        _conv_from(a[0], o[0], n, dst, np.float64(0))
+    elif src == ST_I32:
+        _conv_from(a[0], o[0], n, dst, np.int32(0))
+    elif src == ST_I64:
+        _conv_from(a[0], o[0], n, dst, np.int64(0))
+    elif src == ST_BOOL:
+        _conv_from(a[0], o[0], n, dst, np.bool_(False))
+    else:
+        return NOT_SUPPORTED
+    return OK
+
+
+# ---- binders --------------------------------------------------------------------------
+
+def elem_size(*ts):
+    """The common element size of ``ts`` (same dtype), or None to decline."""
+    dt = ts[0].dtype
+    if any(t.dtype != dt for t in ts) or dt.itemsize not in (1, 2, 4, 8):
+        return None
+    return dt.itemsize
+
+
+def _norm_dim(d, n):
+    """A dim wrapped into [0, n), or None (the reference kernel reports the error)."""
+    if isinstance(d, bool) or not isinstance(d, int) or not -n <= d < n:
+        return None
+    return d % n
+
+
+def _bind_view(ctx, op, self, out, params=()):
+    es = elem_size(self, out)
+    if es is None:
+        return None
+    return ctx.bind(lazy(view_kernel),
+                    [op, ctx.desc(self), ctx.desc(out), ctx.buffer(SCRATCH_WORDS * 8), es]
+                    + [int(p) for p in params])
+
+
+def _copy_like(ctx, self, out):
+    """Same-shape copy; a dtype change goes to the flat conversion kernel."""
+    if self.dtype == out.dtype:
+        return _bind_view(ctx, OP_COPY, self, out)
+    if self.dtype in CONVERTIBLE and out.dtype in CONVERTIBLE and self.dim_order == out.dim_order:
+        return ctx.bind(lazy(convert_kernel), [ctx.desc(self), ctx.desc(out)])
+    return None
+
+
+@register_fast("aten::clone.out")
+def bind_clone(ctx, self, memory_format, out):
+    if memory_format not in (None, 0, 1):
+        return None
+    return _copy_like(ctx, self, out)
+
+
+@register_fast("dim_order_ops::_clone_dim_order.out")
+def bind_clone_dim_order(ctx, self, non_blocking, dim_order, out):
+    if dim_order is not None and tuple(dim_order) != tuple(out.dim_order):
+        return None
+    return _copy_like(ctx, self, out)
+
+
+@register_fast("dim_order_ops::_to_dim_order_copy.out")
+def bind_to_dim_order_copy(ctx, self, non_blocking, dim_order, out):
+    return bind_clone_dim_order(ctx, self, non_blocking, dim_order, out)
+
+
+@register_fast("aten::copy_")
+def bind_copy_(ctx, self, src, non_blocking):
+    if src.ndim > self.ndim:
+        return None
+    return _bind_view(ctx, OP_COPY_INTO, src, self)
+
+
+@register_fast("aten::view_copy.out")
+def bind_view_copy(ctx, self, size, out):
+    size = [int(s) for s in size]
+    if len(size) != out.ndim or size.count(-1) > 1 or any(s < -1 for s in size) \
+            or not (self.is_contiguous() or out.is_contiguous()):
+        return None
+    return _bind_view(ctx, OP_RESHAPE, self, out, [len(size)] + size)
+
+
+@register_fast("aten::permute_copy.out")
+def bind_permute(ctx, self, dims, out):
+    n = self.ndim
+    perm = [_norm_dim(d, n) for d in dims] if n else []
+    if len(dims) != n or None in perm or len(set(perm)) != n:
+        return None
+    return _bind_view(ctx, OP_PERMUTE, self, out, perm)
+
+
+@register_fast("aten::transpose_copy.int_out")
+def bind_transpose(ctx, self, dim0, dim1, out):
+    n = self.ndim
+    if n == 0:
+        return _bind_view(ctx, OP_COPY, self, out)
+    d0, d1 = _norm_dim(dim0, n), _norm_dim(dim1, n)
+    if d0 is None or d1 is None:
+        return None
+    perm = list(range(n))
+    perm[d0], perm[d1] = d1, d0
+    return _bind_view(ctx, OP_PERMUTE, self, out, perm)
+
+
+@register_fast("aten::t_copy.out")
+def bind_t(ctx, self, out):
+    if self.ndim > 2:
+        return None
+    return _bind_view(ctx, OP_PERMUTE, self, out, list(range(self.ndim))[::-1])
+
+
+@register_fast("aten::expand_copy.out")
+def bind_expand(ctx, self, size, implicit, out):
+    size = [int(s) for s in size]
+    lead = len(size) - self.ndim
+    if lead < 0 or len(size) != out.ndim or any(s < 0 for s in size[:lead]) \
+            or any(s < -1 for s in size):
+        return None
+    return _bind_view(ctx, OP_EXPAND, self, out, [len(size)] + size)
+
+
+@register_fast("aten::unsqueeze_copy.out")
+def bind_unsqueeze(ctx, self, dim, out):
+    d = _norm_dim(dim, self.ndim + 1)
+    return None if d is None else _bind_view(ctx, OP_UNSQUEEZE, self, out, [d])
+
+
+@register_fast("aten::squeeze_copy.dims_out")
+def bind_squeeze_dims(ctx, self, dim, out):
+    n = self.ndim
+    if n == 0:
+        return _bind_view(ctx, OP_COPY, self, out)
+    ds = [_norm_dim(d, n) for d in dim]
+    if None in ds or len(set(ds)) != len(ds):
+        return None
+    return _bind_view(ctx, OP_SQUEEZE, self, out, [sum(1 << d for d in ds)])
+
+
+@register_fast("aten::squeeze_copy.dim_out")
+def bind_squeeze_dim(ctx, self, dim, out):
+    return bind_squeeze_dims(ctx, self, [dim], out)
+
+
+@register_fast("aten::slice_copy.Tensor_out")
+def bind_slice(ctx, self, dim, start, end, step, out):
+    d = _norm_dim(dim, self.ndim) if self.ndim else None
+    if d is None or not isinstance(step, int) or step <= 0:
+        return None
+    start = 0 if start is None else max(-BIG, min(BIG, int(start)))
+    end = BIG if end is None else max(-BIG, min(BIG, int(end)))
+    return _bind_view(ctx, OP_SLICE, self, out, [d, start, end, step])
+
+
+@register_fast("aten::select_copy.int_out")
+def bind_select(ctx, self, dim, index, out):
+    d = _norm_dim(dim, self.ndim) if self.ndim else None
+    if d is None or not isinstance(index, int) or abs(index) > BIG:
+        return None
+    return _bind_view(ctx, OP_SELECT, self, out, [d, index])
+
+
+@register_fast("aten::cat.out")
+def bind_cat(ctx, tensors, dim, out):
+    if not tensors or any(t is None for t in tensors):
+        return None
+    es = elem_size(out, *tensors)
+    d = _norm_dim(dim, out.ndim) if out.ndim else None
+    if es is None or d is None:
+        return None
+    return ctx.bind(lazy(view_kernel), [OP_CAT, ctx.desc(out), 0, ctx.buffer(SCRATCH_WORDS * 8), es,
+                                        d, len(tensors)] + [ctx.desc(t) for t in tensors])
+
+
+@register_fast("aten::split_with_sizes_copy.out")
+def bind_split_with_sizes(ctx, self, split_sizes, dim, out):
+    if not out or len(out) != len(split_sizes) or any(o is None for o in out) \
+            or any(not isinstance(s, int) or s < 0 for s in split_sizes):
+        return None
+    es = elem_size(self, *out)
+    d = _norm_dim(dim, self.ndim) if self.ndim else None
+    if es is None or d is None:
+        return None
+    words = [OP_SPLIT, ctx.desc(self), 0, ctx.buffer(SCRATCH_WORDS * 8), es, d, len(out)]
+    for o, s in zip(out, split_sizes):
+        words += [ctx.desc(o), s]
+    return ctx.bind(lazy(view_kernel), words)
