@@ -1,0 +1,126 @@
+"""Compiled 1-D/2-D convolution against the reference tier (itself tested against torch)."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from cython_ext.desc import DescTable
+from kernels.fast import get_binder
+from kernels.fast.context import BindContext
+from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
+
+OP = "aten::convolution.out"
+RNG = np.random.default_rng(0)
+TOL = {np.float32: 1e-4, np.float64: 1e-11}
+
+# (input shape, weight shape, bias, stride, padding, dilation, groups)
+CASES = [
+    ((2, 3, 9, 10), (4, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),          # im2col
+    ((1, 4, 11, 8), (6, 2, 3, 2), True, [2, 1], [1, 0], [1, 2], 2),          # grouped, mixed
+    ((2, 6, 9, 9), (6, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 6),           # depthwise 3x3
+    ((1, 8, 12, 11), (8, 1, 3, 3), False, [2, 2], [1, 1], [1, 1], 8),        # depthwise s2
+    ((1, 4, 13, 13), (8, 1, 3, 3), True, [1, 2], [2, 1], [2, 1], 4),         # dw x2, dilated
+    ((1, 4, 10, 10), (8, 1, 5, 5), False, [2, 2], [2, 2], [1, 1], 4),        # depthwise 5x5
+    ((1, 5, 7, 6), (5, 1, 3, 3), True, [1, 1], [0, 0], [1, 1], 5),           # dw unpadded
+    ((2, 1, 8, 9), (3, 1, 3, 2), True, [1, 1], [1, 0], [1, 1], 1),           # 1-channel input
+    ((1, 3, 12, 12), (5, 3, 3, 3), True, [1], [2], [2], 1),                  # one-element lists
+    ((2, 3, 15, 15), (4, 3, 7, 7), True, [2, 2], [3, 3], [1, 1], 1),         # stem-like
+    ((2, 6, 5, 5), (4, 6, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),           # pointwise
+    ((2, 6, 5, 4), (4, 3, 1, 1), False, [1, 1], [0, 0], [1, 1], 2),          # grouped pointwise
+    ((1, 6, 7, 7), (4, 6, 1, 1), True, [2, 2], [0, 0], [1, 1], 1),           # 1x1 stride 2
+    ((1, 6, 5, 5), (4, 6, 1, 1), True, [1, 1], [1, 1], [1, 1], 1),           # 1x1 padded
+    ((0, 3, 6, 6), (4, 3, 3, 3), True, [1, 1], [0, 0], [1, 1], 1),           # empty batch
+    ((1, 2, 3, 3), (4, 2, 5, 5), True, [1, 1], [2, 2], [1, 1], 1),           # kernel > input
+    ((2, 4, 17), (6, 2, 3), True, [2], [1], [1], 2),                         # conv1d grouped
+    ((2, 3, 20), (5, 3, 4), False, [1], [0], [3], 1),                        # conv1d dilated
+    ((2, 4, 16), (4, 1, 3), True, [1], [1], [1], 4),                         # conv1d depthwise
+    ((1, 8, 30), (16, 8, 1), True, [1], [0], [1], 1),                        # conv1d pointwise
+]
+
+
+def _args(case, dtype):
+    x, w, b, s, p, d, g = case
+    args = [RNG.standard_normal(x).astype(dtype), RNG.standard_normal(w).astype(dtype),
+            RNG.standard_normal(w[0]).astype(dtype) if b else None, s, p, d, False, [0] * len(s),
+            g]
+    ref = bound_out(tuple(x[:1]) + (w[0],) + (64,) * (len(x) - 2), dtype)
+    call(OP, *args, ref)
+    return args, ref.numpy()
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv(case, dtype):
+    args, want = _args(case, dtype)
+    tol = TOL[dtype] * max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+    for out in (static_out(want.shape, dtype), bound_out(tuple(s + 2 for s in want.shape), dtype)):
+        status = call_fast(OP, *args, out)
+        assert status == 0, f"compiled kernel returned {status}"
+        assert_close(out.numpy(), want, rtol=tol, atol=tol)
+
+
+def test_declines_and_errors():
+    x = RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    out = static_out((1, 4, 4, 4), np.float32)
+    common = [[1, 1], [0, 0], [1, 1]]
+    assert call_fast(OP, x, w, None, *common, True, [0, 0], 1, out) is None  # transposed
+    assert call_fast(OP, x.astype(np.float16), w.astype(np.float16), None, *common, False,
+                     [0, 0], 1, static_out((1, 4, 4, 4), np.float16)) is None
+    assert call_fast(OP, x, w.astype(np.float64), None, *common, False, [0, 0], 1, out) is None
+    x3 = RNG.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
+    w3 = RNG.standard_normal((2, 2, 1, 1, 1)).astype(np.float32)
+    assert call_fast(OP, x3, w3, None, [1] * 3, [0] * 3, [1] * 3, False, [0] * 3, 1,
+                     static_out((1, 2, 4, 4, 4), np.float32)) is None  # 3-D
+    cl = ETensor(from_numpy_dtype(np.float32), x.shape, dim_order=(0, 2, 3, 1))
+    cl.storage = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(-1).view(np.uint8)
+    assert call_fast(OP, cl, w, None, *common, False, [0, 0], 1, out) is None  # channels last
+    # channels that do not match the weight fail (the loop then reports the reference error)
+    assert call_fast(OP, x, w[:, :3].copy(), None, *common, False, [0, 0], 1, out) != 0
+    assert call_fast(OP, x, w, None, *common, False, [0, 0], 1,
+                     static_out((1, 4, 5, 5), np.float32)) != 0
+
+
+def _bind(*vals):
+    """Bind once at the upper-bound sizes (as at method load); run after inputs shrink."""
+    ts = [v for v in vals if isinstance(v, ETensor)]
+    table = DescTable(ts, [t.storage for t in ts])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [])
+    fn, block = get_binder(OP)(ctx, *vals)
+    cf = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
+
+    def run():
+        assert ctx.blocks  # ctx owns the argument block and scratch: keep it alive
+        for i, t in enumerate(ts):
+            table.push(i, t)
+        status = cf(block)
+        for i, t in enumerate(ts):
+            table.pull(i, t)
+        return status
+    return run
+
+
+@pytest.mark.parametrize("w_shape,groups,padding", [((5, 3, 1, 3), 1, [0, 0]),
+                                                    ((3, 1, 3, 3), 3, [1, 1]),
+                                                    ((4, 3, 1, 1), 1, [0, 0])])
+def test_dynamic_input_sizes(w_shape, groups, padding):
+    """Sizes are read at run time; a shape past the bind-time scratch bound still works."""
+    x = ETensor.from_array(RNG.standard_normal((2, 3, 8, 8)).astype(np.float32),
+                           dynamism=Dynamism.DYNAMIC_BOUND)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    b = RNG.standard_normal(w_shape[0]).astype(np.float32)
+    args = [ETensor.from_array(w), ETensor.from_array(b), [1, 1], padding, [1, 1], False, [0, 0],
+            groups]
+    out = bound_out((2, w_shape[0], 8, 8), np.float32)
+    run = _bind(x, *args, out)
+    # (1, 3, 2, 32): same capacity, but a wider im2col / padded plane than at bind time
+    for shape in ((2, 3, 8, 8), (1, 3, 5, 7), (1, 3, 2, 32), (0, 3, 8, 8)):
+        x.resize(shape)
+        assert run() == 0, shape
+        ref = bound_out((2, w_shape[0], 8, 32), np.float32)
+        call(OP, x, *args, ref)
+        assert out.shape == ref.shape
+        assert_close(out.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)

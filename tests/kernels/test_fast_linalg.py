@@ -1,0 +1,151 @@
+"""Compiled mm/bmm/addmm/linear (BLAS gemm) against the reference tier (itself tested vs torch)."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from cython_ext.desc import DescTable
+from kernels.fast import blas, get_binder
+from kernels.fast.context import BindContext
+from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS library next to numpy")
+
+RNG = np.random.default_rng(0)
+DTYPES = [np.float32, np.float64]
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+def _rand(shape, dtype):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _transposed(a: np.ndarray) -> ETensor:
+    """``a`` as a tensor whose last two dims are stored swapped (dim order ..., n-1, n-2)."""
+    nd = a.ndim
+    order = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+    t = ETensor(from_numpy_dtype(a.dtype), a.shape, dim_order=order)
+    t.storage = np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape(-1).view(np.uint8)
+    assert np.array_equal(t.numpy(), a)
+    return t
+
+
+def _check(name, args, out_shape, dtype):
+    ref = static_out(out_shape, dtype)
+    call(name, *args, ref)
+    tol = TOL[dtype] * max(1, max(out_shape, default=1))
+    for out in (static_out(out_shape, dtype), bound_out(tuple(s + 3 for s in out_shape), dtype)):
+        status = call_fast(name, *args, out)
+        assert status == 0, f"{name}: compiled kernel returned {status}"
+        assert_close(out.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("m,k,n", [(3, 4, 5), (1, 7, 1), (0, 3, 2), (4, 0, 3), (16, 33, 9)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mm(m, k, n, dtype):
+    a, b = _rand((m, k), dtype), _rand((k, n), dtype)
+    _check("aten::mm.out", [a, b], (m, n), dtype)
+    _check("aten::mm.out", [_transposed(a), _transposed(b)], (m, n), dtype)
+
+
+@pytest.mark.parametrize("bs,m,k,n", [(2, 3, 4, 5), (1, 1, 6, 2), (0, 2, 2, 2), (3, 5, 1, 4)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bmm(bs, m, k, n, dtype):
+    a, b = _rand((bs, m, k), dtype), _rand((bs, k, n), dtype)
+    _check("aten::bmm.out", [a, b], (bs, m, n), dtype)
+    _check("aten::bmm.out", [a, _transposed(b)], (bs, m, n), dtype)
+
+
+@pytest.mark.parametrize("bias_shape", [(5,), (1, 5), (4, 1), (4, 5), (), (1,)])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_addmm(bias_shape, beta, alpha, dtype):
+    s, a, b = _rand(bias_shape, dtype), _rand((4, 6), dtype), _rand((6, 5), dtype)
+    if beta == 0:
+        s[...] = np.nan  # beta == 0 ignores self, NaN included
+    _check("aten::addmm.out", [s, a, b, beta, alpha], (4, 5), dtype)
+    _check("aten::addmm.out", [s, a, _transposed(b), beta, alpha], (4, 5), dtype)
+
+
+@pytest.mark.parametrize("in_shape", [(7,), (3, 7), (2, 3, 7), (0, 7)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear(in_shape, bias, dtype):
+    x, w = _rand(in_shape, dtype), _rand((4, 7), dtype)
+    b = _rand((4,), dtype) if bias else None
+    _check("aten::linear.out", [x, w, b], in_shape[:-1] + (4,), dtype)
+    _check("aten::linear.out", [x, _transposed(w), b], in_shape[:-1] + (4,), dtype)
+
+
+def test_declines_and_errors():
+    a32, b32 = _rand((2, 3), np.float32), _rand((3, 4), np.float32)
+    # other dtypes and mixed dtypes stay on the reference kernel
+    assert call_fast("aten::mm.out", a32.astype(np.int32), b32.astype(np.int32),
+                     static_out((2, 4), np.int32)) is None
+    assert call_fast("aten::mm.out", a32.astype(np.float16), b32.astype(np.float16),
+                     static_out((2, 4), np.float16)) is None
+    assert call_fast("aten::mm.out", a32, b32.astype(np.float64),
+                     static_out((2, 4), np.float64)) is None
+    # inner sizes that do not match, or a static out of the wrong shape, fail
+    assert call_fast("aten::mm.out", a32, a32, static_out((2, 3), np.float32)) != 0
+    assert call_fast("aten::mm.out", a32, b32, static_out((4, 2), np.float32)) != 0
+    assert call_fast("aten::addmm.out", _rand((3,), np.float32), a32, b32, 1, 1,
+                     static_out((2, 4), np.float32)) != 0
+
+
+def _bind(name, *vals):
+    """Bind once (like a method load) and return (run, tensors' table) to run it repeatedly."""
+    flat = [v for v in vals if isinstance(v, ETensor)]
+    table = DescTable(flat, [t.storage for t in flat])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(flat)}, [])
+    fn, block = get_binder(name)(ctx, *vals)
+    cf = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
+
+    def run():
+        assert ctx.blocks  # ctx owns the argument block and scratch: keep it alive
+        for i, t in enumerate(flat):
+            table.push(i, t)
+        status = cf(block)
+        for i, t in enumerate(flat):
+            table.pull(i, t)
+        return status
+    return run
+
+
+def _bound(a):
+    return ETensor.from_array(a, dynamism=Dynamism.DYNAMIC_BOUND)
+
+
+def test_sizes_are_read_at_run_time():
+    """Inputs bound at their upper-bound sizes, then shrunk: the same block computes the rest."""
+    x = _bound(_rand((6, 8), np.float32))
+    w = ETensor.from_array(_rand((5, 8), np.float32))
+    b = ETensor.from_array(_rand((5,), np.float32))
+    out = bound_out((6, 5), np.float32)
+    run = _bind("aten::linear.out", x, w, b, out)
+    for rows in (6, 2, 0, 4):
+        x.resize((rows, 8))
+        assert run() == 0
+        want = x.numpy() @ w.numpy().T + b.numpy()
+        assert_close(out.numpy(), want.astype(np.float32), rtol=1e-5, atol=1e-5)
+    a, m2 = _bound(_rand((3, 4, 5), np.float32)), _bound(_rand((3, 5, 2), np.float32))
+    out = bound_out((3, 4, 2), np.float32)
+    run = _bind("aten::bmm.out", a, m2, out)
+    a.resize((2, 4, 5))
+    m2.resize((2, 5, 2))
+    assert run() == 0
+    assert out.shape == (2, 4, 2)
+    assert_close(out.numpy(), a.numpy() @ m2.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_set_blas_threads():
+    before = blas.blas_threads()
+    try:
+        assert blas.set_blas_threads(1) and blas.blas_threads() == 1
+        _check("aten::mm.out", [_rand((200, 300), np.float32), _rand((300, 100), np.float32)],
+               (200, 100), np.float32)
+    finally:
+        blas.set_blas_threads(before)
