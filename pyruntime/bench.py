@@ -31,6 +31,7 @@ class BenchResult:
     theirs_s: float | None = None
     theirs_load_s: float | None = None
     threads2_per_s: float | None = None
+    threads: int = 1
     extra: dict = field(default_factory=dict)
 
     @property
@@ -79,15 +80,15 @@ def _time(fn, rounds):
 
 
 def bench(path, method="forward", tier="reference", rounds=None, compare=True,
-          min_time=2.0, threads2=True) -> BenchResult:
+          min_time=2.0, threads2=True, threads=None) -> BenchResult:
     rt = Runtime.get()
     t = time.perf_counter()
     prog = rt.load_program(path)
-    m = prog.load_method(method, tier=tier)
+    m = prog.load_method(method, tier=tier, threads=threads)
     cold = time.perf_counter() - t
     t = time.perf_counter()
     prog2 = rt.load_program(path)
-    prog2.load_method(method, tier=tier)
+    prog2.load_method(method, tier=tier, threads=threads)
     warm = time.perf_counter() - t
     meta = prog.metadata(method)
     args = _inputs(meta)
@@ -108,17 +109,18 @@ def bench(path, method="forward", tier="reference", rounds=None, compare=True,
             theirs += _time(lambda: et.execute(targs), chunk)
     res = BenchResult(str(path), method, tier, meta.instruction_count, cold, warm,
                       statistics.median(ours), statistics.median(theirs) if theirs else None,
-                      et_load)
+                      et_load, threads=m.threads)
     if threads2:
-        res.threads2_per_s = _two_threads(prog, method, tier, args, max(ours) * 0 + min_time / 2)
+        res.threads2_per_s = _two_threads(prog, method, tier, args, min_time / 2)
     return res
 
 
 def _two_threads(prog, method, tier, args, seconds):
-    """Executes per second with two threads, each running its own loaded Method."""
+    """Executes per second with two threads, each running its own loaded Method
+    (one intra-op thread each, so the two threads are the parallelism)."""
     import threading
 
-    methods = [prog.load_method(method, tier=tier) for _ in range(2)]
+    methods = [prog.load_method(method, tier=tier, threads=1) for _ in range(2)]
     counts = [0, 0]
     stop = time.perf_counter() + seconds
 
@@ -148,7 +150,7 @@ def _fmt(s):
 
 def report(r: BenchResult, out=sys.stdout) -> None:
     w = out.write
-    w(f"{r.file} [{r.method}] tier={r.tier}, {r.instructions} instructions\n")
+    w(f"{r.file} [{r.method}] tier={r.tier}, threads={r.threads}, {r.instructions} instructions\n")
     w(f"  load: cold {_fmt(r.load_cold_s)}, warm {_fmt(r.load_warm_s)}"
       f"{'' if r.theirs_load_s is None else f', executorch.runtime {_fmt(r.theirs_load_s)}'}\n")
     w(f"  execute (median): pyruntime {_fmt(r.ours_s)}")

@@ -170,6 +170,7 @@ def main(argv=None) -> int:
     pb.add_argument("--tier", default="reference", choices=("reference", "fast"))
     pb.add_argument("--rounds", type=int, default=None)
     pb.add_argument("--no-compare", action="store_true", help="do not run executorch.runtime")
+    pb.add_argument("--threads", type=int, default=None, help="intra-op threads (default: cores)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inspect":
@@ -180,7 +181,8 @@ def main(argv=None) -> int:
         elif args.cmd == "bench":
             from pyruntime.bench import bench, report
             for f in args.files:
-                report(bench(f, args.method, args.tier, args.rounds, not args.no_compare))
+                report(bench(f, args.method, args.tier, args.rounds, not args.no_compare,
+                             threads=args.threads))
         else:
             run_program(args.file, args.method, args.inputs, args.out, args.data, args.iters,
                         args.seed)

@@ -14,6 +14,7 @@ from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import Dynamism, ETensor
 from delegates import backend_registry
 from kernels.registry import get_kernel, has_kernel, missing_operators_error
+from pyruntime import threads as threads_mod
 from pyruntime.values import ListRef, ValueBuilder
 
 MAX_INSTRUCTIONS = 10_000_000  # the C++ runtime's infinite-loop guard
@@ -41,8 +42,9 @@ class Method:
     """
 
     def __init__(self, program, plan, tier: str = "reference", data_map=None,
-                 max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS):
+                 max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS, threads=None):
         self.program = program
+        self.threads = threads_mod.default_threads() if threads is None else threads_mod._check(threads)
         self.max_planned_bytes = max_planned_bytes
         self.max_instructions = max_instructions
         self.plan = plan
@@ -379,6 +381,7 @@ class Method:
         return records
 
     def _run(self, hook=None) -> None:
+        threads_mod.apply(self.threads)
         if self._fast is not None:
             if hook is None:
                 return self._fast.run()

@@ -171,14 +171,15 @@ class Program:
         return self._metas[name]
 
     def load_method(self, name: str = "forward", tier: str = "reference", data_map=None,
-                    max_planned_bytes=None, max_instructions=None):
+                    max_planned_bytes=None, max_instructions=None, threads=None):
         """Load one method: arenas allocated, constants bound, delegates initialized.
 
         ``tier="reference"`` runs the numpy reference kernels; ``data_map`` adds a
         .ptd (path or DataMap) for this method on top of the program's ``data_path``.
         ``max_planned_bytes`` refuses plans needing more planned memory (a device
         budget); ``max_instructions`` lowers the per-execute infinite-loop guard
-        (10,000,000 by default, as in the C++ runtime).
+        (10,000,000 by default, as in the C++ runtime). ``threads`` sets intra-op
+        parallelism for this method (default: ``Runtime.get().threads``).
 
         >>> # m = program.load_method("forward", max_planned_bytes=512 * 1024)
         """
@@ -190,7 +191,7 @@ class Program:
             external = m if external is None else external.merged(m)
         kwargs = {} if max_instructions is None else {"max_instructions": max_instructions}
         return Method(self, self._plan(name), tier=tier, data_map=external,
-                      max_planned_bytes=max_planned_bytes, **kwargs)
+                      max_planned_bytes=max_planned_bytes, threads=threads, **kwargs)
 
     # ---- internals used by Method and the CLI -------------------------------------
     def _named_data_map(self, external):

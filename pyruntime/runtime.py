@@ -5,6 +5,7 @@ import os
 
 from delegates import backend_registry
 from kernels.registry import registered_names
+from pyruntime import threads as threads_mod
 from pyruntime.program import Program
 
 
@@ -28,6 +29,15 @@ class Runtime:
     def __init__(self):
         self.backend_registry = backend_registry
         self.operator_registry = _OperatorRegistry()
+
+    @property
+    def threads(self) -> int:
+        """Default intra-op thread count of methods loaded from now on (default: cores)."""
+        return threads_mod.default_threads()
+
+    @threads.setter
+    def threads(self, n: int) -> None:
+        threads_mod.set_default_threads(n)
 
     @classmethod
     def get(cls) -> "Runtime":

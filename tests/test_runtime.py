@@ -211,10 +211,12 @@ def test_planned_memory_budget():
     assert e.value.code == ErrorCode.MemoryAllocationFailed
 
 
-def test_delegate_without_bridge_is_a_clear_error():
+def test_delegate_without_bridge_is_a_clear_error(monkeypatch):
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
+
+    from delegates import backend_registry
 
     class M(torch.nn.Module):
         def forward(self, x):
@@ -224,6 +226,32 @@ def test_delegate_without_bridge_is_a_clear_error():
     buf = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
     prog = pyruntime.Runtime.get().load_program(buf)
     assert prog.metadata("forward").backends == ["XnnpackBackend"]
+    # a registry in which XnnpackBackend has no bridge (as for VulkanBackend, QnnBackend, ...)
+    backend_registry.registered()  # bridges are registered on first use
+    monkeypatch.delitem(backend_registry._backends, "XnnpackBackend")
     with pytest.raises(ExecuTorchError) as e:
         prog.load_method("forward")
     assert e.value.code == ErrorCode.NotFound and "XnnpackBackend" in str(e.value)
+    assert "has no bridge" in str(e.value)
+
+
+def test_threads_setting_per_method_and_runtime_default():
+    from kernels.blas_lib import blas_threads
+
+    pte, _ = small_program("linear_relu")
+    rt = pyruntime.Runtime.get()
+    prog = rt.load_program(pte)
+    old = rt.threads
+    try:
+        rt.threads = 1
+        m1 = prog.load_method("forward")
+        m2 = prog.load_method("forward", threads=2)
+        assert (m1.threads, m2.threads) == (1, 2)
+        m2.execute([X])
+        assert blas_threads() in (0, 2)  # 0: no OpenBLAS in this numpy build
+        m1.execute([X])
+        assert blas_threads() in (0, 1)
+        with pytest.raises(ValueError):
+            prog.load_method("forward", threads=0)
+    finally:
+        rt.threads = old

@@ -11,76 +11,16 @@ binders that need it decline (the reference tier runs).
 """
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
-
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
 from numba.extending import intrinsic
 
+from kernels.blas_lib import _lookup, blas_threads, set_blas_threads  # noqa: F401 (re-export)
 from kernels.fast.nb import NOT_SUPPORTED, OK, ptr_like
 
 # cblas enums (C int)
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-
-_SUFFIXES = (("scipy_cblas_", "64_"), ("cblas_", "64_"))
-_THREADS = ("scipy_openblas_{}_num_threads64_", "openblas_{}_num_threads64_")
-
-_state = None  # (lib, {np.dtype: address}, set_threads, get_threads) once looked up
-
-
-def _candidates():
-    """Paths of OpenBLAS libraries numpy loaded (first) or ships next to itself."""
-    paths = []
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                p = line.split()[-1]
-                base = os.path.basename(p)
-                if "openblas" in base and ".so" in base and p not in paths:
-                    paths.append(p)
-    except OSError:
-        pass
-    root = os.path.dirname(np.__file__)
-    for pat in ("../numpy.libs/*openblas*.so*", ".libs/*openblas*.so*"):
-        for p in sorted(glob.glob(os.path.join(root, pat))):
-            p = os.path.realpath(p)
-            if p not in paths:
-                paths.append(p)
-    return paths
-
-
-def _lookup():
-    global _state
-    if _state is not None:
-        return _state
-    _state = (None, {}, None, None)
-    for path in _candidates():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for pre, suf in _SUFFIXES:
-            try:
-                s = getattr(lib, f"{pre}sgemm{suf}")
-                d = getattr(lib, f"{pre}dgemm{suf}")
-            except AttributeError:
-                continue
-            addrs = {np.dtype(np.float32): ctypes.cast(s, ctypes.c_void_p).value,
-                     np.dtype(np.float64): ctypes.cast(d, ctypes.c_void_p).value}
-            setter = getter = None
-            for name in _THREADS:
-                if hasattr(lib, name.format("set")) and hasattr(lib, name.format("get")):
-                    setter = getattr(lib, name.format("set"))
-                    setter.argtypes, setter.restype = [ctypes.c_int], None
-                    getter = getattr(lib, name.format("get"))
-                    getter.argtypes, getter.restype = [], ctypes.c_int
-                    break
-            _state = (lib, addrs, setter, getter)
-            return _state
-    return _state
 
 
 def gemm_addr(dtype) -> int:
@@ -90,21 +30,6 @@ def gemm_addr(dtype) -> int:
 
 def available() -> bool:
     return bool(_lookup()[1])
-
-
-def set_blas_threads(n: int) -> bool:
-    """Set OpenBLAS's thread count (shared with numpy); False when there is no BLAS."""
-    setter = _lookup()[2]
-    if setter is None:
-        return False
-    setter(max(1, int(n)))
-    return True
-
-
-def blas_threads() -> int:
-    """OpenBLAS's current thread count (0 when there is no BLAS)."""
-    getter = _lookup()[3]
-    return 0 if getter is None else int(getter())
 
 
 @intrinsic
