@@ -15,6 +15,7 @@ cdef enum Kind:
     K_KERNEL = 0
     K_PYTHON = 1
     K_JUMP_FALSE_TENSOR = 2
+    K_NOP = 3
 
 cdef struct Instr:
     int kind
@@ -51,6 +52,9 @@ cdef class Loop:
     def set_python(self, int pc):
         self.instrs[pc].kind = K_PYTHON
 
+    def set_nop(self, int pc):
+        self.instrs[pc].kind = K_NOP
+
     def set_jump_false_tensor(self, int pc, size_t desc_addr, int64_t dest):
         self.instrs[pc].kind = K_JUMP_FALSE_TENSOR
         self.instrs[pc].cond_desc = <int64_t*>desc_addr
@@ -81,6 +85,8 @@ cdef class Loop:
                         self.failed_pc = pc
                         self.failed_status = status
                         break
+                    pc += 1
+                elif ins.kind == K_NOP:
                     pc += 1
                 elif ins.kind == K_JUMP_FALSE_TENSOR:
                     if _all_true(ins.cond_desc):

@@ -26,16 +26,18 @@ class FastPlan:
     def __init__(self, method):
         self.m = method
         values = method.values
-        buffers = list(method.arenas) + [method.program._data]
-        buffers += [v.storage for v in values if isinstance(v, ETensor) and v.storage is not None]
-        self.table = DescTable(values, buffers)
-        rows = {id(v): i for i, v in enumerate(values) if isinstance(v, ETensor)}
         self.flat = []
         offsets = []
         for c, instrs in enumerate(method.instructions):
             offsets.append(len(self.flat))
             self.flat += [(c, len(instrs), ins) for ins in instrs]
         self.offsets = offsets
+        self.folded = self._fold_constant_permutes(values)
+        self.folded_ins = {id(self.flat[pc][2]) for pc in self.folded}
+        buffers = list(method.arenas) + [method.program._data]
+        buffers += [v.storage for v in values if isinstance(v, ETensor) and v.storage is not None]
+        self.table = DescTable(values, buffers)
+        rows = {id(v): i for i, v in enumerate(values) if isinstance(v, ETensor)}
         dynamic = self._dynamic_slots(values, self.flat)
         self.loop = Loop(len(self.flat))
         self.ctx = BindContext(self.table, rows, [])
@@ -44,13 +46,63 @@ class FastPlan:
         for pc, (c, n, ins) in enumerate(self.flat):
             kind, fn, args, nargs, lists, name, src_pc = ins
             self.sync.append(self._sync_indices(ins, values))
-            if kind == KERNEL and self._bind_kernel(pc, ins, values, dynamic):
+            if pc in self.folded:
+                self.loop.set_nop(pc)
+            elif kind == KERNEL and self._bind_kernel(pc, ins, values, dynamic):
                 self.compiled += 1
             elif kind == JUMP_FALSE:
                 cond = values[fn]
                 if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
                         and args <= n:
                     self.loop.set_jump_false_tensor(pc, self.table.addr(fn), offsets[c] + args)
+
+    def _fold_constant_permutes(self, values) -> set:
+        """Turn ``permute_copy`` of a constant (a weight transposed on every run, as
+        exporters emit for linear layers) into a strided view of the constant.
+
+        The permute's result value becomes an ETensor over the constant's bytes
+        whose dim order encodes the permutation, and the instruction becomes a
+        no-op. Only done when the result has no other writer and is not a method
+        output, so every reader sees exactly the values the copy would hold.
+        """
+        writers = {}
+        for pc, (_, _, (kind, fn, args, nargs, lists, name, _)) in enumerate(self.flat):
+            if kind in (KERNEL, DELEGATE) and args:
+                writers.setdefault(args[-1], []).append(pc)
+            elif kind == MOVE:
+                writers.setdefault(args, []).append(pc)
+        outputs = set(self.m.outputs)
+        folded = set()
+        for pc, (_, _, (kind, fn, args, nargs, lists, name, _)) in enumerate(self.flat):
+            if name != "aten::permute_copy.out" or len(args) < 3:
+                continue
+            src, dims, out = values[args[0]], values[args[1]], args[2]
+            dst = values[out]
+            if not (isinstance(src, ETensor) and isinstance(dst, ETensor)) or out in outputs:
+                continue
+            if src.storage is None or src.storage.flags.writeable or not src.is_contiguous():
+                continue  # only read-only constants never change under the view
+            if writers.get(out) != [pc] or args[0] in writers:
+                continue
+            dims = dims.resolve(values) if isinstance(dims, ListRef) else dims
+            nd = src.ndim
+            try:
+                perm = [int(d) % nd for d in dims] if nd else []
+            except (TypeError, ZeroDivisionError):
+                continue
+            if sorted(perm) != list(range(nd)) or dst.dtype != src.dtype:
+                continue
+            sizes = tuple(src.sizes[p] for p in perm)
+            if sizes != dst.sizes:
+                continue
+            # out dim d reads source dim perm[d]; the source is contiguous, so out's
+            # dims ordered by perm[d] ascending are its outermost-to-innermost order.
+            order = sorted(range(nd), key=lambda d: perm[d])
+            view = ETensor(src.scalar_type, sizes, order, storage=src.storage)
+            view.planned = True
+            values[out] = view
+            folded.add(pc)
+        return folded
 
     @staticmethod
     def _dynamic_slots(values, flat):

@@ -396,7 +396,11 @@ class Method:
                     raise invalid_program(f"method {self.name!r}: more than "
                                           f"{self.max_instructions} "
                                           "instructions in one execute (infinite loop?)")
-                nxt = self._exec(instrs[pc], c, n, hook)
+                ins = instrs[pc]
+                if self._fast is not None and id(ins) in self._fast.folded_ins:
+                    pc += 1  # a permute the fast tier folded into a view of a constant
+                    continue
+                nxt = self._exec(ins, c, n, hook)
                 pc = pc + 1 if nxt < 0 else nxt
         if self._fast is not None:
             self._fast.push_all()

@@ -101,3 +101,19 @@ def test_rss_does_not_grow_over_10000_executes(tier):
         m.execute([x])
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert after - before < 2048, f"max RSS grew by {after - before} KiB"  # ru_maxrss is KiB
+
+
+def test_constant_weight_permutes_fold_into_views_and_trace_agrees():
+    from tests.programs.fixtures import get_fixture
+
+    fx = get_fixture("mlp")
+    prog = pyruntime.Runtime.get().load_program(fx.pte_path)
+    fast = prog.load_method("forward", tier="fast")
+    assert len(fast._fast.folded) == 3  # one transposed weight per Linear
+    ref = prog.load_method("forward")
+    got = fast.execute(fx.calls[0])[0]
+    np.testing.assert_allclose(got, ref.execute(fx.calls[0])[0], rtol=1e-5, atol=1e-6)
+    traced = fast.trace(fx.calls[0])
+    assert [n for _, n, _ in traced] == [n for _, n, _ in ref.trace(fx.calls[0])
+                                          if n != "aten::permute_copy.out"]
+    np.testing.assert_allclose(traced[-1][2][0], got, rtol=1e-5, atol=1e-6)
