@@ -1,0 +1,224 @@
+"""Compiled ``_softmax.out`` / ``_log_softmax.out`` over any dim (float32/float64).
+
+The input is viewed as (outer, D, inner) around the softmax dim. For the last
+dim (inner == 1) each row takes four contiguous passes: the max (four
+branch-free lanes), the exps stored in the out tensor (float32 through a
+vectorizable polynomial, ``_exp_f32``), their float64 sum, then the scaling.
+For another dim a (D, inner) slab is swept row by row with per-column max and
+sum vectors, so every inner loop is contiguous. Stabilized like the
+reference: ``exp(x - max)``; NaN anywhere in a row gives a NaN row, an all
+-inf row too.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import carray, njit, types
+from numba.extending import overload
+
+from kernels.fast import register_fast
+from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat,
+                             lazy, ptr_like, resize_like)
+from kernels.fast.reduce import cast_like
+
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
+
+
+LOG2E = 1.4426950408889634
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+
+
+@njit(inline="always")
+def _exp_f32(x):
+    """exp of a float32, through float64: a degree-8 polynomial on [-ln2/2, ln2/2]
+    (relative error ~2e-10, so the float32 result is correctly rounded about as
+    often as libm's expf) times 2**n built from bits. No call, no branch: the
+    loops using it vectorize. NaN -> NaN, -inf -> 0."""
+    xd = np.float64(x)
+    xc = min(max(xd, -110.0), 89.0)
+    n = math.floor(xc * LOG2E + 0.5)
+    r = (xc - n * LN2_HI) - n * LN2_LO
+    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))))
+    e = p * bits_to_f64((np.int64(n) + 1023) << 52)
+    return np.float32(e if xd == xd else xd)
+
+
+def exp_like(x, m):
+    """exp(x) in m's type (numba only)."""
+    raise NotImplementedError
+
+
+@overload(exp_like)
+def _exp_like(x, m):
+    if m == types.float32:
+        return lambda x, m: _exp_f32(x)
+    return lambda x, m: math.exp(x)
+
+
+@njit(inline="always")
+def _mx(a, v):
+    """NaN-propagating max step, branch-free (NaN is sticky)."""
+    return v if (v > a) | (v != v) else a
+
+
+@njit(inline="always")
+def _max_seg(xv, b, n):
+    """max of xv[b:b+n] (n >= 1), NaN if any is NaN; four independent lanes."""
+    m0 = xv[U(b)]
+    m1 = m0
+    m2 = m0
+    m3 = m0
+    i = 1
+    while i + 4 <= n:
+        m0 = _mx(m0, xv[U(b + i)])
+        m1 = _mx(m1, xv[U(b + i + 1)])
+        m2 = _mx(m2, xv[U(b + i + 2)])
+        m3 = _mx(m3, xv[U(b + i + 3)])
+        i += 4
+    while i < n:
+        m0 = _mx(m0, xv[U(b + i)])
+        i += 1
+    return _mx(_mx(_mx(m0, m1), m2), m3)
+
+
+@njit(inline="always")
+def _sum_seg(z, b, n):
+    """float64 sum of z[b:b+n] with four partial sums (order-insensitive use only)."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    i = 0
+    while i + 4 <= n:
+        s0 += z[U(b + i)]
+        s1 += z[U(b + i + 1)]
+        s2 += z[U(b + i + 2)]
+        s3 += z[U(b + i + 3)]
+        i += 4
+    while i < n:
+        s0 += z[U(b + i)]
+        i += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(error_model="numpy")
+def _softmax_typed(log, x, o, dim, scr, nscr, m):
+    st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
+    if st != OK:
+        return st
+    nd = x[2]
+    if o[3] == 0:
+        return OK
+    outer = 1
+    D = 1
+    inner = 1
+    if nd > 0:
+        for i in range(dim):
+            outer *= x[8 + i]
+        D = x[8 + dim]
+        for i in range(dim + 1, nd):
+            inner *= x[8 + i]
+    xv = flat(x, m)
+    z = flat(o, m)
+    if inner == 1:
+        for r in range(outer):
+            b = r * D
+            mx = _max_seg(xv, b, D)
+            for i in range(D):  # exps, stored in out (vectorizes)
+                z[U(b + i)] = exp_like(xv[U(b + i)] - mx, m)
+            s = cast_like(_sum_seg(z, b, D), m)
+            if log:
+                ls = math.log(s)
+                for i in range(D):
+                    z[U(b + i)] = (xv[U(b + i)] - mx) - ls
+            else:
+                for i in range(D):
+                    z[U(b + i)] = z[U(b + i)] / s
+        return OK
+    # columns: per-column max (in m's type) and sum (float64) vectors
+    if inner <= nscr:
+        mxv = carray(ptr_like(scr, m), inner)
+        smv = carray(ptr_like(scr + 8 * nscr, 0.0), inner)
+    else:
+        mxv = np.full(inner, m)
+        smv = np.empty(inner, np.float64)
+    slab = D * inner
+    for r in range(outer):
+        b = r * slab
+        for j in range(inner):
+            mxv[j] = xv[U(b + j)]
+            smv[j] = 0.0
+        for d in range(1, D):
+            bd = b + d * inner
+            for j in range(inner):
+                v = xv[U(bd + j)]
+                if v > mxv[j] or v != v:
+                    mxv[j] = v
+        for d in range(D):
+            bd = b + d * inner
+            for j in range(inner):
+                z[U(bd + j)] = exp_like(xv[U(bd + j)] - mxv[j], m)
+            for j in range(inner):
+                smv[j] += z[U(bd + j)]
+        if log:
+            for j in range(inner):
+                smv[j] = math.log(cast_like(smv[j], m))
+            for d in range(D):
+                bd = b + d * inner
+                for j in range(inner):
+                    z[U(bd + j)] = (xv[U(bd + j)] - mxv[j]) - cast_like(smv[j], m)
+        else:
+            for j in range(inner):
+                mxv[j] = cast_like(smv[j], m)
+            for d in range(D):
+                bd = b + d * inner
+                for j in range(inner):
+                    z[U(bd + j)] = z[U(bd + j)] / mxv[j]
+    return OK
+
+
+def softmax_kernel(block):
+    log = block[0] != 0
+    x = desc(block[1])
+    o = desc(block[2])
+    dim = block[3]
+    if x[1] != o[1]:
+        return NOT_SUPPORTED
+    if o[1] == ST_F32:
+        return _softmax_typed(log, x, o, dim, block[4], block[5], np.float32(0))
+    if o[1] == ST_F64:
+        return _softmax_typed(log, x, o, dim, block[4], block[5], np.float64(0))
+    return NOT_SUPPORTED
+
+
+def _bind_softmax(ctx, log, self, dim, half_to_float, out):
+    if self.dtype not in FLOATS or out.dtype != self.dtype or half_to_float:
+        return None
+    if not self.is_contiguous() or not out.is_contiguous() or out.ndim != self.ndim:
+        return None
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        return None
+    nd = max(self.ndim, 1)
+    if not -nd <= dim < nd:
+        return None
+    dim = int(dim) % nd
+    inner = 1
+    for s in self.shape[dim + 1:]:
+        inner *= s
+    nscr = inner if inner > 1 else 0
+    return ctx.bind(lazy(softmax_kernel), [int(log), ctx.desc(self), ctx.desc(out), dim,
+                                           ctx.buffer(16 * nscr), nscr])
+
+
+@register_fast("aten::_softmax.out")
+def bind_softmax(ctx, self, dim, half_to_float, out):
+    return _bind_softmax(ctx, False, self, dim, half_to_float, out)
+
+
+@register_fast("aten::_log_softmax.out")
+def bind_log_softmax(ctx, self, dim, half_to_float, out):
+    return _bind_softmax(ctx, True, self, dim, half_to_float, out)
