@@ -90,6 +90,8 @@ def flat_cap(d, marker):
 
 @njit(inline="always")
 def is_contiguous(d):
+    if d[3] == 0:
+        return True  # no elements: any layout is contiguous
     nd = d[2]
     s = 1
     for i in range(nd - 1, -1, -1):
@@ -160,7 +162,9 @@ def resize_like(d, src):
 
 def compile_kernel(py_fn):
     """cfunc for a module-level kernel body; Numba caches it on disk."""
-    return cfunc(KERNEL_SIG, nopython=True, nogil=True, cache=True)(py_fn)
+    # error_model="numpy": x / 0.0 gives inf/nan as in ATen instead of raising
+    # (a Python exception cannot be raised from a kernel running without the GIL).
+    return cfunc(KERNEL_SIG, nopython=True, nogil=True, cache=True, error_model="numpy")(py_fn)
 
 
 _COMPILED: dict = {}

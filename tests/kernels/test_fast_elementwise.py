@@ -71,3 +71,18 @@ def test_static_out_of_wrong_shape_fails_and_mixed_dtypes_decline():
     assert call_fast("aten::add.out", a, a, 1, static_out((3, 2), np.float32)) != 0
     assert call_fast("aten::add.out", a, a.astype(np.float64), 1,
                      static_out((2, 3), np.float64)) is None
+
+
+def test_float_division_by_zero_gives_inf_and_nan():
+    a = np.array([1.0, 0.0, -1.0], np.float32)
+    b = np.zeros(3, np.float32)
+    out = static_out((3,), np.float32)
+    assert call_fast("aten::div.out", a, b, out) == 0
+    np.testing.assert_array_equal(out.numpy(), [np.inf, np.nan, -np.inf])
+
+
+def test_empty_tensors_with_a_zero_inner_dim():
+    a = np.zeros((3, 0), np.float32)
+    out = static_out((3, 0), np.float32)
+    assert call_fast("aten::add.out", a, a, 1, out) == 0
+    assert out.shape == (3, 0)
