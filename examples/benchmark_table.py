@@ -39,12 +39,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra-op threads for pyruntime (executorch's portable kernels use 1)")
     args = ap.parse_args(argv)
     rows = []
     for name in args.models:
         for tier in ("reference", "fast"):
             r = bench(_path(name), tier=tier, rounds=args.rounds, min_time=1.0,
-                      threads2=(tier == "fast"))
+                      threads2=(tier == "fast"), threads=args.threads)
             rows.append((name, r))
             print(f"{name:14s} {tier:9s} ours {_ms(r.ours_s):>10s} theirs {_ms(r.theirs_s):>10s} "
                   f"ratio {r.ratio or 0:.3f}", flush=True)
@@ -57,7 +59,9 @@ def main(argv=None) -> int:
         "fixtures); pyruntime and executorch.runtime 1.5.1 timed in one process on the same",
         "inputs, interleaved rounds, medians. Ratio = pyruntime / executorch.runtime (below 1:",
         "pyruntime is faster). Load: cold = first load in the process (kernel compile or",
-        "on-disk cache read), warm = second load.",
+        "on-disk cache read), warm = second load in the same process. pyruntime ran with",
+        f"threads={args.threads} (executorch's portable kernels are single-threaded); the last",
+        "column is the total throughput of two Python threads, each executing its own Method.",
         "",
         "| program | tier | instructions | pyruntime | executorch.runtime | ratio | load cold | "
         "load warm | 2-thread executes/s |",

@@ -74,23 +74,25 @@ def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
         compiled = {}
         if not missing:
             m = prog.load_method(name, tier="fast")
+            kinds = m._fast.loop.kinds()
             for pc, (_, _, ins) in enumerate(m._fast.flat):
-                if ins[0] == 0:
-                    hit = m._fast.loop.kinds()[pc] == 0
-                    c = compiled.setdefault(ins[5], [0, 0])
-                    c[0 if hit else 1] += 1
+                if ins[0] == 0:  # a KernelCall
+                    c = compiled.setdefault(ins[5], [0, 0, 0])
+                    c[{0: 0, 3: 2}.get(kinds[pc], 1)] += 1  # compiled / reference / folded
         for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             if op in missing:
                 close = ", ".join(closest_names(op))
                 w(f"    {n:5d}  {op}: MISSING (closest: {close or 'none'})\n")
             else:
-                fast, ref = compiled.get(op, (0, n))
-                w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference\n")
+                fast, ref, folded = compiled.get(op, (0, n, 0))
+                extra = f", {folded} folded into constant views" if folded else ""
+                w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference{extra}\n")
         if missing:
             w(f"  {len(missing)} operator(s) have no kernel: the method cannot load\n")
         else:
-            total = sum(v[0] for v in compiled.values())
-            w(f"  {total} of {sum(meta.operator_counts.values())} kernel calls compiled\n")
+            total = sum(v[0] + v[2] for v in compiled.values())
+            w(f"  {total} of {sum(meta.operator_counts.values())} kernel calls compiled "
+              "(or folded away)\n")
 
 
 def _planned(info) -> str:
