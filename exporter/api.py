@@ -12,9 +12,6 @@ from exporter.memory_planning import plan_memory, verify_plan
 from exporter.passes import graph_modules
 from exporter.writer import serialize_pte, serialize_ptd
 
-DEFAULT_PTD_NAME = "_default_external_constant.ptd"
-
-
 @dataclass
 class ExportResult:
     """The exported program: ``buffer`` (.pte bytes), ``data`` (.ptd bytes or None)."""
@@ -23,6 +20,7 @@ class ExportResult:
     data: bytes | None = None
     non_const_buffer_sizes: dict = field(default_factory=dict)  # method -> sizes
     seconds: float = 0.0
+    methods: dict = field(default_factory=dict, repr=False)  # name -> planned EdgeMethod
 
     def save(self, path) -> Path:
         path = Path(path)
@@ -57,13 +55,17 @@ def _method_specs(model, example_args, dynamic_shapes, methods):
 
 def export(model=None, example_args=(), dynamic_shapes=None, methods=None,
            memory_planner: str = "greedy", external_constants: bool = False,
-           example_kwargs=None, strict: bool = False) -> ExportResult:
+           fold_constants: bool = False, example_kwargs=None,
+           strict: bool = False) -> ExportResult:
     """Export ``model`` (an ``nn.Module``, or an ``ExportedProgram``) to an ExecuTorch program.
 
     ``methods``: ``{name: (module, args[, dynamic_shapes])}`` for several methods
     (a bare module uses ``example_args``). ``memory_planner``: ``"greedy"`` gives
     ExecuTorch's own plan, ``"best"`` a plan that is never larger.
     ``external_constants=True`` moves weights to ``result.data`` (a .ptd).
+    ``fold_constants=True`` computes ops on weights alone (the transpose of a
+    Linear weight) at export time instead of at every run: ExecuTorch's exporter
+    does not, so this changes the program and shrinks its plan further.
 
     >>> import torch, exporter
     >>> result = exporter.export(torch.nn.Linear(4, 2), (torch.randn(1, 4),))
@@ -72,22 +74,24 @@ def export(model=None, example_args=(), dynamic_shapes=None, methods=None,
     """
     t0 = time.perf_counter()
     program = ProgramEmitter(external_constants)
-    plans, sizes = [], {}
+    plans, sizes, lowered = [], {}, {}
     for name, (mod, args, dyn) in sorted(_method_specs(model, example_args, dynamic_shapes,
                                                        methods).items()):
-        method = lower(mod, args, example_kwargs, dyn, name=name, strict=strict)
+        method = lower(mod, args, example_kwargs, dyn, name=name, strict=strict,
+                       fold_constants=fold_constants)
         if external_constants:
             _mark_external(method)
         sizes[name] = plan_memory(method.gm, memory_planner)
         for gm in graph_modules(method.gm):
             verify_plan(gm)
         plans.append(MethodEmitter(program, method, sizes[name]).emit_method())
+        lowered[name] = method
     buffer = serialize_pte({"version": 0, "execution_plan": plans}, program.constants,
                            program.mutable)
     data = None
     if external_constants:
         data = serialize_ptd([(k, b, layout) for k, (b, layout) in program.external.items()])
-    return ExportResult(buffer, data, sizes, time.perf_counter() - t0)
+    return ExportResult(buffer, data, sizes, time.perf_counter() - t0, lowered)
 
 
 def _mark_external(method) -> None:

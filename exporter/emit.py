@@ -12,7 +12,7 @@ import hashlib
 import operator
 
 import torch
-from torch.utils._pytree import treespec_dumps
+from torch.utils._pytree import tree_flatten, tree_unflatten, treespec_dumps
 
 from exporter.errors import node_error
 from exporter.outvariants import ET_VIEW, PRIM_OPS, kernel_for, memory_view, schema_arguments
@@ -186,8 +186,8 @@ class MethodEmitter:
             outputs.append(self.env[o] if isinstance(o, torch.fx.Node) else self.literal(o))
         return {
             "name": m.name,
-            "container_meta_type": {"encoded_inp_str": treespec_dumps(m.in_spec),
-                                    "encoded_out_str": treespec_dumps(m.out_spec)},
+            "container_meta_type": {"encoded_inp_str": _dump_spec(m.in_spec),
+                                    "encoded_out_str": _dump_spec(m.out_spec)},
             "values": self.values, "inputs": inputs, "outputs": outputs,
             "chains": [{"inputs": [], "outputs": [], "instructions": self.instructions}],
             "operators": self.operators, "delegates": [],
@@ -203,6 +203,10 @@ class MethodEmitter:
         for node in gm.graph.nodes:
             try:
                 if node.op == "placeholder":
+                    if bindings is None and not node.users and node.meta.get("io") in (
+                            "parameter", "buffer"):
+                        placeholder_i += 1  # an unused weight (e.g. folded away)
+                        continue
                     if bindings is not None:
                         self.env[node] = bindings[placeholder_i]
                     else:
@@ -229,8 +233,9 @@ class MethodEmitter:
             return self.env[node.args[0]][node.args[1]]
         if target is memory_view:
             spec = node.meta["spec"]
-            if spec.dynamism == STATIC:
-                return self.tensor(spec)
+            planned = spec.storage.mem_id is not None or spec.storage.const
+            if spec.dynamism == STATIC and planned:
+                return self.tensor(spec)  # same memory as the base: no instruction
             args = [self.literal(node.args[0]), self.literal(node.args[1],
                                                              torch.ListType.ofInts())]
             out = self.tensor(spec)
@@ -253,18 +258,23 @@ class MethodEmitter:
         outs = self.spec_values(node.meta["spec"])
         out_list = list(outs) if isinstance(outs, tuple) else [outs]
         names = [a.name for a in target._schema.arguments]
-        args, k = [], 0
+        args, k, list_out = [], 0, False
         for a, v in schema_arguments(kernel.schema, node.args, node.kwargs, names):
-            if a.is_out:
-                if k >= len(out_list):
-                    raise node_error(node, f"{kernel.full_name} has more out arguments than "
-                                           "the node has results")
+            if not a.is_out:
+                args.append(self.literal(v, a.type))
+            elif isinstance(a.type, torch.ListType):  # Tensor(a!)[] out: all results
+                args.append(self._value(TENSOR_LIST, {"items": out_list[k:]}))
+                k, list_out = len(out_list), True
+            elif k < len(out_list):
                 args.append(out_list[k])
                 k += 1
             else:
-                args.append(self.literal(v, a.type))
-        ret = out_list[0] if len(out_list) == 1 else self._value(TENSOR_LIST,
-                                                                 {"items": out_list})
+                raise node_error(node, f"{kernel.full_name} has more out arguments than the "
+                                       "node has results")
+        if len(out_list) == 1 and not list_out:
+            ret = out_list[0]
+        else:
+            ret = self._value(TENSOR_LIST, {"items": out_list})
         self._kernel_call(kernel.name, kernel.overload, args + [ret])
         return outs
 
@@ -306,6 +316,26 @@ class MethodEmitter:
         for src, dst in zip(outs, results):
             if src != dst:
                 self._move(src, dst)
+
+
+def _dump_spec(spec) -> str:
+    """The pytree spec as JSON; containers pytree cannot name (e.g. the named tuple
+    of ``torch.max``) are written as plain tuples."""
+    try:
+        return treespec_dumps(spec)
+    except (NotImplementedError, TypeError):
+        leaves = [0] * spec.num_leaves
+        return treespec_dumps(tree_flatten(_as_tuples(tree_unflatten(leaves, spec)))[1])
+
+
+def _as_tuples(x):
+    if isinstance(x, tuple):
+        return tuple(_as_tuples(v) for v in x)
+    if isinstance(x, list):
+        return [_as_tuples(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _as_tuples(v) for k, v in x.items()}
+    return x
 
 
 def _guess_elem_type(items):

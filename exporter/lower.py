@@ -16,7 +16,7 @@ from torch._decomp import get_decompositions
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from exporter import passes
+from exporter import executorch_passes, passes
 from exporter.errors import ExportError, node_error
 from exporter.outvariants import memory_view
 from exporter.specs import TensorSpec, spec_from_value, tensor_bytes
@@ -50,17 +50,30 @@ def trace(model, args, kwargs=None, dynamic_shapes=None, strict=False) -> Export
 
 
 def lower(model, args, kwargs=None, dynamic_shapes=None, name="forward",
-          strict=False) -> EdgeMethod:
+          strict=False, fold_constants=False) -> EdgeMethod:
     ep = trace(model, args, kwargs, dynamic_shapes, strict)
     ep = ep.run_decompositions(decomposition_table())
+    ep = _remove_auto_functionalized(ep)
     gm = ep.graph_module
     _check_supported(gm)
     passes.run_edge_passes(gm)
     method = _bind_signature(ep, name)
-    passes.run_executorch_passes(gm)
+    executorch_passes.run_executorch_passes(gm, fold=fold_constants)
     for sub in passes.graph_modules(gm):
-        propagate_specs(sub, ep if sub is gm else None)
+        propagate_specs(sub)
     return method
+
+
+def _remove_auto_functionalized(ep: ExportedProgram) -> ExportedProgram:
+    """Mutating custom ops (e.g. a KV-cache update) mutate their inputs again, as in
+    ExecuTorch's ``to_executorch``."""
+    hops = (torch.ops.higher_order.auto_functionalized,
+            torch.ops.higher_order.auto_functionalized_v2)
+    if not any(n.target in hops for n in ep.graph.nodes if n.op == "call_function"):
+        return ep
+    from torch.export._remove_auto_functionalized_pass import (
+        unsafe_remove_auto_functionalized_pass)
+    return unsafe_remove_auto_functionalized_pass(ep)
 
 
 def _check_supported(root):
@@ -114,7 +127,7 @@ def _bind_signature(ep: ExportedProgram, name: str) -> EdgeMethod:
         else:
             raise ExportError(f"graph output of kind {spec.kind.name} ({spec.arg}) is not "
                               "supported")
-    user_outputs = passes.insert_write_back(gm, mutated)
+    user_outputs = executorch_passes.insert_write_back(gm, mutated)
     gm.graph.eliminate_dead_code()
     return EdgeMethod(name, gm, ep.call_spec.in_spec, ep.call_spec.out_spec, user_inputs,
                       user_outputs, mutable)
@@ -127,7 +140,7 @@ def _buffer_node(sig, by_name, fqn):
     raise ExportError(f"mutated buffer {fqn!r} has no placeholder")
 
 
-def propagate_specs(gm: torch.fx.GraphModule, ep: ExportedProgram | None) -> None:
+def propagate_specs(gm: torch.fx.GraphModule) -> None:
     """Give every node a ``meta['spec']`` (TensorSpec, tuple of them, or scalar)."""
     for node in gm.graph.nodes:
         if node.op == "output":

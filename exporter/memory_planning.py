@@ -136,7 +136,7 @@ def greedy(specs: list[TensorSpec], base: int) -> tuple[dict, int]:
         starts.append(running)
         running += osize
     offsets = {k: starts[i] + off for k, (i, off) in where.items()}
-    return offsets, (running if objects else 0)
+    return offsets, running  # ExecuTorch says 0 when only cond branches use memory: too small
 
 
 # ----------------------------------------------------------------- best (address-level)
@@ -163,7 +163,7 @@ def _place_by_address(order: list[TensorSpec], base: int, tightest: bool) -> tup
         placed.append((choice, size, s))
         offsets[id(s)] = choice
         top = max(top, choice + size)
-    return offsets, (top if order else 0)
+    return offsets, top
 
 
 def best(specs: list[TensorSpec], base: int) -> tuple[dict, int]:
@@ -223,7 +223,7 @@ def plan_memory(gm, algorithm: str = "greedy", alloc_graph_input: bool = True,
 
 def verify_plan(gm) -> None:
     """No two planned tensors alive at the same time may share bytes."""
-    specs = collect_specs(gm)
+    specs = [s for s in collect_specs(gm) if s.mem_offset is not None]
     for i, a in enumerate(specs):
         for b in specs[i + 1:]:
             if a.allocated() == 0 or b.allocated() == 0 or not _overlap(a, b):

@@ -118,29 +118,42 @@ _CACHE: dict = {}
 
 
 def find_out_variant(op):
-    """The out overload whose non-out arguments match ``op``'s (TensorOptions may be dropped)."""
+    """The out overload whose non-out arguments are ``op``'s, minus TensorOptions at most."""
     if op in _CACHE:
         return _CACHE[op]
     packet = op._overloadpacket
-    want = [a.name for a in op._schema.arguments]
-    slim = [n for n in want if n not in TENSOR_OPTIONS]
+    want = [(a.name, str(a.type)) for a in op._schema.arguments]
     n_ret = len(op._schema.returns)
-    found = None
-    for exact in (True, False):
-        for name in packet.overloads():
+    found, found_dropped = None, None
+    # the packet's own overload list is fixed when it is created; ask the registry
+    names = {s.overload_name or "default"
+             for s in torch._C._jit_get_schemas_for_operator(op._schema.name)}
+    for name in sorted(names | set(packet.overloads())):
+        try:
             cand = getattr(packet, name)
-            args = cand._schema.arguments
-            outs = [a for a in args if a.is_out]
-            if not outs or len(outs) != n_ret:
-                continue
-            rest = [a.name for a in args if not a.is_out]
-            if rest == (want if exact else slim):
-                found = cand
-                break
-        if found is not None:
-            break
+        except AttributeError:
+            continue
+        args = cand._schema.arguments
+        outs = [a for a in args if a.is_out]
+        if not outs or len(outs) != n_ret:
+            continue
+        rest = [(a.name, str(a.type)) for a in args if not a.is_out]
+        dropped = _dropped(want, rest)
+        if dropped is not None and (found is None or dropped < found_dropped):
+            found, found_dropped = cand, dropped
     _CACHE[op] = found
     return found
+
+
+def _dropped(want: list, rest: list) -> int | None:
+    """How many TensorOptions ``want`` loses to become ``rest`` (None: not that way)."""
+    i = 0
+    for arg in want:
+        if i < len(rest) and rest[i] == arg:
+            i += 1
+        elif arg[0] not in TENSOR_OPTIONS:
+            return None
+    return len(want) - len(rest) if i == len(rest) else None
 
 
 def kernel_for(target) -> Kernel | None:

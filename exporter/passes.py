@@ -4,11 +4,11 @@ Each pass edits an FX graph in place, in the order ExecuTorch's ``to_edge`` /
 ``to_executorch`` apply the same rewrites, so the resulting graph (and hence
 the memory plan) matches the one ExecuTorch would build:
 
-views -> ``*_copy`` ops; Python scalars passed as tensors -> constant tensors;
-SymInts passed as tensors -> ``scalar_tensor``; no-op slices / casts removed;
-mixed-dtype arithmetic gets explicit casts; ``_to_copy`` / ``clone`` / ``empty``
--> ``dim_order_ops``; write-back ``copy_`` for mutated buffers; static
-``view_copy`` -> ``memory_view`` (no instruction, shares its base's memory).
+asserts removed; views -> ``*_copy`` ops; Python scalars passed as tensors ->
+constant tensors; SymInts passed as tensors -> ``scalar_tensor``; no-op slices /
+casts removed; mixed-dtype arithmetic gets explicit casts; ``_to_copy`` /
+``clone`` / ``empty`` -> ``dim_order_ops``. The passes of ``to_executorch``
+(write-back copies, static views) are in ``executorch_passes.py``.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from torch._prims_common import elementwise_dtypes
 
 from exporter.errors import node_error
 from exporter.outvariants import (CLONE_DIM_ORDER, EMPTY_DIM_ORDER, TO_DIM_ORDER_COPY,
-                                  ExternalOp, memory_view, schema_arguments)
+                                  ExternalOp)
 
 aten = torch.ops.aten
 
@@ -56,6 +56,7 @@ def _rewrite_args(node, fn):
 
 
 def views_to_copies(gm):
+    changed = set()
     for node in _ops(gm):
         op = node.target
         if isinstance(op, torch._ops.OpOverload) and op._schema.name.startswith("aten::") \
@@ -66,20 +67,83 @@ def views_to_copies(gm):
             if packet is None or not hasattr(packet, overload):
                 raise node_error(node, f"view op {op} has no *_copy variant")
             node.target = getattr(packet, overload)
-            node.meta["val"] = _rerun(node)
+            changed.add(node)
+    refresh_layouts(gm, changed)
 
 
-def _rerun(node):
-    """The example value of ``node`` recomputed with its (possibly new) target."""
+def _is_static(v) -> bool:
+    if isinstance(v, torch.Tensor):
+        return all(isinstance(s, int) for s in v.shape)
+    if isinstance(v, (list, tuple)):
+        return all(_is_static(x) for x in v)
+    return not isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def _contiguous_like(v):
+    return torch.empty(v.shape, dtype=v.dtype, device=v.device)
+
+
+def refresh_layouts(gm, changed: set):
+    """``*_copy`` results are contiguous where the views were not: recompute the
+    example values of ``changed`` nodes and of everything downstream (as
+    ExecuTorch's re-tracing does). Static shapes are re-run on fake tensors;
+    symbolic ones (where re-running could specialize a dynamic size) just become
+    contiguous."""
+    vals = [n.meta.get("val") for n in gm.graph.nodes]
+    fake_mode = torch._guards.detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    if fake_mode is None or not changed:
+        return
+    fakes: dict = {}
+
     def val(v):
-        return v.meta.get("val") if isinstance(v, torch.fx.Node) else v
-    args = torch.fx.node.map_aggregate(node.args, val)
-    kwargs = torch.fx.node.map_aggregate(node.kwargs, val)
-    try:
-        return node.target(*args, **kwargs)
-    except Exception:  # e.g. a real constant mixed with fake tensors
-        old = node.meta["val"]
-        return old.contiguous() if isinstance(old, torch.Tensor) else old
+        if not isinstance(v, torch.fx.Node):
+            return v
+        x = v.meta.get("val")
+        if isinstance(x, torch.Tensor) and not isinstance(x, torch._subclasses.FakeTensor):
+            if id(x) not in fakes:
+                fakes[id(x)] = fake_mode.from_tensor(x)
+            return fakes[id(x)]
+        return x
+
+    with fake_mode:
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            inputs = _flat_inputs(node)
+            if node not in changed and not any(i in changed for i in inputs):
+                continue
+            old = node.meta.get("val")
+            if node.target is operator.getitem:
+                parent = node.args[0].meta.get("val")
+                new = parent[node.args[1]] if isinstance(parent, (list, tuple)) else old
+            elif isinstance(node.target, torch._ops.OpOverload) and _is_tensors(old):
+                if _is_static(old) and all(_is_static(i.meta.get("val")) for i in inputs):
+                    try:
+                        new = node.target(*torch.fx.node.map_aggregate(node.args, val),
+                                          **torch.fx.node.map_aggregate(node.kwargs, val))
+                    except Exception:  # keep the traced value
+                        new = old
+                elif isinstance(old, torch.Tensor):
+                    new = old if old.is_contiguous() else _contiguous_like(old)
+                else:
+                    new = old
+            else:
+                continue
+            if new is not old:
+                node.meta["val"] = new
+                changed.add(node)
+
+
+def _is_tensors(v) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(isinstance(x, torch.Tensor) for x in v)
+    return isinstance(v, torch.Tensor)
+
+
+def _flat_inputs(node) -> list:
+    out = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: out.append(n))
+    return out
 
 
 # ----------------------------------------------------------------- scalars
@@ -91,7 +155,7 @@ def _constant_node(gm, node, tensor: torch.Tensor):
     while hasattr(gm, f"_lifted_tensor_constant{i}"):
         i += 1
     name = f"_lifted_tensor_constant{i}"
-    setattr(gm, name, tensor)
+    gm.register_buffer(name, tensor)
     with gm.graph.inserting_before(node):
         c = gm.graph.get_attr(name)
     c.meta["val"] = tensor
@@ -215,87 +279,23 @@ def memory_format_to_dim_order(gm):
         node.target, node.kwargs = new, kwargs
 
 
-_CONTIGUOUS_ONLY = (aten._adaptive_avg_pool2d.default, aten.avg_pool2d.default,
-                    aten.expand_copy.default, aten.mean.dim, aten.sum.dim_IntList)
+_ASSERTS = (aten._assert_tensor_metadata.default, aten._assert_scalar.default,
+            aten._assert_async.default, aten._assert_async.msg,
+            aten.sym_constrain_range_for_size.default, aten.sym_constrain_range.default,
+            aten._functional_assert_async.msg)
 
 
-def legalize_dim_order(gm):
-    """Portable kernels of these ops need a contiguous input: insert a copy if it is not."""
-    for node in _ops(gm):
-        if node.target not in _CONTIGUOUS_ONLY or not isinstance(node.args[0], torch.fx.Node):
-            continue
-        src = node.args[0]
-        val = src.meta["val"]
-        if [int(d) for d in val.dim_order()] == list(range(val.dim())):
-            continue
-        with gm.graph.inserting_before(node):
-            c = gm.graph.call_function(TO_DIM_ORDER_COPY, (src,),
-                                       {"dim_order": list(range(val.dim()))})
-        c.meta["val"] = val.contiguous()
-        c.meta["stack_trace"] = node.meta.get("stack_trace")
-        node.args = (c,) + tuple(node.args[1:])
-
-
-# ----------------------------------------------------------------- mutation write-back
-
-
-def insert_write_back(gm, mutated: dict[int, torch.fx.Node]) -> list[torch.fx.Node]:
-    """``copy_(target, value)`` before the output for each mutated output position.
-
-    ``mutated`` maps positions in the output tuple to the placeholder they update.
-    Returns the user outputs (the output node keeps only those after the copies).
-    """
-    out = gm.graph.output_node()
-    values = list(out.args[0])
-    copies, user = [], []
-    for i, v in enumerate(values):
-        target = mutated.get(i)
-        if target is None:
-            user.append(v)
-            continue
-        if _inplace_lineage(v, target):
-            continue
-        with gm.graph.inserting_before(out):
-            c = gm.graph.call_function(aten.copy_.default, (target, v))
-        c.meta["val"] = target.meta["val"]
-        c.meta["spec_alias"] = target
-        copies.append(c)
-    out.args = (tuple(copies + user),)
-    return user
-
-
-def _inplace_lineage(v, target) -> bool:
-    while isinstance(v, torch.fx.Node) and v.op != "placeholder":
-        if v.op == "call_function" and v.target == aten.copy_.default:
-            v = v.args[0]
-        else:
-            return False
-    return v is target
-
-
-# ----------------------------------------------------------------- static views
-
-
-def views_to_memory_views(gm):
-    """``view_copy`` of a ``view_copy`` reads the first base; then every static
-    ``view_copy`` not returned by the graph becomes a ``memory_view``."""
-    for node in _ops(gm):
-        if node.target == aten.view_copy.default:
-            base = node.args[0]
-            while isinstance(base, torch.fx.Node) and base.target == aten.view_copy.default:
-                base = base.args[0]
-            node.args = (base,) + tuple(node.args[1:])
-    gm.graph.eliminate_dead_code()
-    for node in _ops(gm):
-        if node.target == aten.view_copy.default and all(u.op != "output" for u in node.users):
-            node.target = memory_view
+def remove_asserts(gm):
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _ASSERTS and not node.users:
+            gm.graph.erase_node(node)
 
 
 def dead_code(gm):
     gm.graph.eliminate_dead_code()
 
 
-EDGE_PASSES = [views_to_copies, scalars_to_tensors, syms_to_tensors, remove_noops,
+EDGE_PASSES = [remove_asserts, views_to_copies, scalars_to_tensors, syms_to_tensors, remove_noops,
                mixed_types_to_casts, memory_format_to_dim_order, dead_code]
 
 
@@ -304,18 +304,3 @@ def run_edge_passes(root: torch.fx.GraphModule) -> None:
         for p in EDGE_PASSES:
             p(gm)
         gm.graph.lint()
-
-
-def run_executorch_passes(root: torch.fx.GraphModule) -> None:
-    for gm in list(graph_modules(root)):
-        legalize_dim_order(gm)
-        views_to_memory_views(gm)
-        gm.graph.lint()
-
-
-def is_getitem(node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem
-
-
-__all__ = ["run_edge_passes", "run_executorch_passes", "insert_write_back", "graph_modules",
-           "schema_arguments", "is_getitem"]

@@ -107,11 +107,13 @@ def upper_bound(size, node) -> tuple[int, bool]:
         ranges = {s: shape_env.var_to_range[s] for s in expr.free_symbols
                   if s in shape_env.var_to_range}
         upper = bound_sympy(expr, ranges).upper
-        if not upper.is_finite:
-            raise node_error(node, f"size {expr} has no upper bound; give the dimension a "
-                                   "max (torch.export.Dim(..., max=N)) or bound it with "
-                                   "torch._check")
-        return int(upper), True
+        try:
+            return int(upper), True
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            raise node_error(node, f"size {expr} has no upper bound (a data-dependent "
+                                   "shape); bound it with torch._check(... <= N) or give "
+                                   "the dimension a max (torch.export.Dim(..., max=N))"
+                             ) from None
     raise node_error(node, f"unexpected size entry {size!r}")
 
 

@@ -118,28 +118,41 @@ def build_flatbuffer(schema: dict, root: str, obj: dict, identifier: bytes) -> b
 # ----------------------------------------------------------------- segments
 
 
-def _pack(blobs: list[bytes], alignment: int) -> tuple[bytes, list[int]]:
-    """Concatenate blobs, padding after every blob but the last to ``alignment``."""
-    out = bytearray()
-    offsets = []
+def _pack(blobs: list[bytes], alignment: int) -> tuple[list[bytes], list[int]]:
+    """Chunks of the blobs concatenated, padded after every blob but the last to
+    ``alignment``, and each blob's offset. (Chunks, not one buffer: weights are
+    copied once, when the file is joined.)"""
+    chunks, offsets, n = [], [], 0
     for i, blob in enumerate(blobs):
-        offsets.append(len(out))
-        out += blob
-        if i + 1 < len(blobs):
-            out += b"\0" * (_align(len(out), alignment) - len(out))
-    return bytes(out), offsets
+        offsets.append(n)
+        chunks.append(blob)
+        n += len(blob)
+        if i + 1 < len(blobs) and n % alignment:
+            chunks.append(b"\0" * (_align(n, alignment) - n))
+            n = _align(n, alignment)
+    return chunks, offsets
 
 
-def _place_segments(segments: list[tuple[bytes, int]]) -> tuple[bytes, list[dict]]:
-    """Lay segments out from relative offset 0, each at lcm(128, its own alignment)."""
-    data = bytearray()
-    table = []
-    for blob, own in segments:
-        start = _align(len(data), math.lcm(SEGMENT_ALIGNMENT, own))
-        data += b"\0" * (start - len(data))
-        table.append({"offset": start, "size": len(blob)})
-        data += blob
-    return bytes(data), table
+def _place_segments(segments: list[tuple[list[bytes], int]]) -> tuple[list[bytes], int, list]:
+    """Lay segments out from relative offset 0, each at lcm(128, its own alignment).
+    Returns (chunks, total length, [{offset, size}] per segment)."""
+    chunks, table, n = [], [], 0
+    for parts, own in segments:
+        start = _align(n, math.lcm(SEGMENT_ALIGNMENT, own))
+        if start > n:
+            chunks.append(b"\0" * (start - n))
+        size = sum(len(p) for p in parts)
+        table.append({"offset": start, "size": size})
+        chunks.extend(parts)
+        n = start + size
+    return chunks, n, table
+
+
+def _splice(fb: bytes, header: bytes, base: int, chunks: list[bytes]) -> bytes:
+    """Insert ``header`` after byte 7 (fixing the root offset), pad to ``base``, append."""
+    root = struct.unpack_from("<I", fb, 0)[0] + len(header)
+    head = struct.pack("<I", root) + fb[4:8] + header + fb[8:]
+    return b"".join([head, b"\0" * (base - len(head))] + chunks)
 
 
 def serialize_pte(program: dict, constants: list[bytes], mutable: list[bytes] | None = None,
@@ -152,45 +165,39 @@ def serialize_pte(program: dict, constants: list[bytes], mutable: list[bytes] | 
     ``named_data``: ``(key, bytes, alignment)`` blobs for delegates.
     """
     program = dict(program)
-    segments: list[tuple[bytes, int]] = []
-    const_blob, const_offsets = _pack(constants, CONSTANT_ALIGNMENT)
+    segments: list[tuple[list[bytes], int]] = []
+    const_chunks, const_offsets = _pack(constants, CONSTANT_ALIGNMENT)
     program["constant_segment"] = {"segment_index": len(segments), "offsets": const_offsets}
     program["constant_buffer"] = []
-    segments.append((const_blob, 1))
+    segments.append((const_chunks, 1))
     if mutable is not None and len(mutable) > 1:
-        mut_blob, mut_offsets = _pack(mutable, 1)
+        mut_chunks, mut_offsets = _pack(mutable, 1)
         program["mutable_data_segments"] = [{"segment_index": len(segments),
                                              "offsets": mut_offsets}]
-        segments.append((mut_blob, 1))
+        segments.append((mut_chunks, 1))
     if named_data:
         entries, seen = [], {}
         for key, blob, alignment in named_data:
             if blob not in seen:
                 seen[blob] = len(segments)
-                segments.append((blob, alignment))
+                segments.append(([blob], alignment))
             entries.append({"key": key, "segment_index": seen[blob]})
         program["named_data"] = entries
-    seg_data, seg_table = _place_segments(segments)
-    program["segments"] = seg_table
+    chunks, seg_size, program["segments"] = _place_segments(segments)
     fb = build_flatbuffer(PROGRAM_SCHEMA, "Program", program, b"ET12")
-    if not seg_data:
+    if seg_size == 0:
         return fb
     header_len = _align(32, MAX_FORCE_ALIGN)
     program_size = header_len + len(fb)
     base = _align(program_size, SEGMENT_ALIGNMENT)
-    header = b"eh00" + struct.pack("<IQQQ", 32, program_size, base, len(seg_data))
-    header += b"\0" * (header_len - len(header))
-    root = struct.unpack_from("<I", fb, 0)[0] + header_len
-    out = bytearray(struct.pack("<I", root) + fb[4:8] + header + fb[8:])
-    out += b"\0" * (base - len(out))
-    out += seg_data
-    return bytes(out)
+    header = b"eh00" + struct.pack("<IQQQ", 32, program_size, base, seg_size)
+    return _splice(fb, header + b"\0" * (header_len - len(header)), base, chunks)
 
 
 def serialize_ptd(tensors: list[tuple[str, bytes, dict | None]], alignment: int = 16) -> bytes:
     """``.ptd`` (FlatTensor) bytes: ``(key, bytes, tensor_layout dict or None)`` per entry."""
-    segments = [(blob, alignment) for _, blob, _ in tensors]
-    seg_data, seg_table = _place_segments(segments)
+    segments = [([blob], alignment) for _, blob, _ in tensors]
+    chunks, seg_size, seg_table = _place_segments(segments)
     named = []
     for i, (key, _, layout) in enumerate(tensors):
         entry = {"key": key, "segment_index": i}
@@ -201,10 +208,5 @@ def serialize_ptd(tensors: list[tuple[str, bytes, dict | None]], alignment: int 
                           {"version": 0, "segments": seg_table, "named_data": named}, b"FT01")
     header_len = _align(40, 16)  # inserted after byte 7, like the .pte header
     base = _align(header_len + len(fb), SEGMENT_ALIGNMENT)
-    header = b"FH01" + struct.pack("<IQQQQ", 40, header_len, len(fb), base, len(seg_data))
-    header += b"\0" * (header_len - len(header))
-    root = struct.unpack_from("<I", fb, 0)[0] + header_len
-    out = bytearray(struct.pack("<I", root) + fb[4:8] + header + fb[8:])
-    out += b"\0" * (base - len(out))
-    out += seg_data
-    return bytes(out)
+    header = b"FH01" + struct.pack("<IQQQQ", 40, header_len, len(fb), base, seg_size)
+    return _splice(fb, header + b"\0" * (header_len - len(header)), base, chunks)
