@@ -19,7 +19,10 @@ class BackendInterface:
     def unavailable_reason(self) -> str:
         return self.install_hint or "its vendor library is not installed"
 
-    def init(self, processed, compile_specs: list[tuple[str, bytes]], named_data):
+    def init(self, processed, compile_specs: list[tuple[str, bytes]], named_data,
+             runtime_options: dict | None = None):
+        """Build the delegate; ``runtime_options`` are per-load settings (ExecuTorch's
+        LoadBackendOptionsMap), e.g. ``{"threads": 4}``; a backend ignores unknown keys."""
         raise NotImplementedError
 
     def execute(self, handle, args: list) -> None:

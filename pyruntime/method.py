@@ -44,6 +44,7 @@ class Method:
     def __init__(self, program, plan, tier: str = "reference", data_map=None,
                  max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS, threads=None):
         self.program = program
+        self._threads_explicit = threads is not None
         self.threads = threads_mod.default_threads() if threads is None else threads_mod._check(threads)
         self.max_planned_bytes = max_planned_bytes
         self.max_instructions = max_instructions
@@ -119,7 +120,10 @@ class Method:
             specs = [(cs.key or "", bytes(cs.value) if cs.value is not None else b"")
                      for cs in (bd.compile_specs or [])]
             try:
-                handle = backend.init(blob, specs, named_data)
+                # an explicit threads= for this method reaches the backend too;
+                # otherwise the backend's own option (set_option) applies
+                opts = {"threads": self.threads} if self._threads_explicit else {}
+                handle = backend.init(blob, specs, named_data, runtime_options=opts)
             except ExecuTorchError as e:
                 raise e.with_context(f"{w} ({bd.id})") from e
             self._delegate_handles.append((backend, handle))

@@ -139,7 +139,8 @@ class Program:
         for plan in p.execution_plan or []:
             self._plans[plan.name or ""] = plan
         self._constants = self._pte.constant_table()
-        self._pte_named = DataMap(self._pte.named_data(), "<pte named_data>") \
+        self._pte_named = DataMap({k: (v, None) for k, v in self._pte.named_data().items()},
+                                  "<pte named_data>") \
             if p.named_data else None
         self._external = None
         if data_path is not None:

@@ -255,3 +255,4 @@ def test_threads_setting_per_method_and_runtime_default():
             prog.load_method("forward", threads=0)
     finally:
         rt.threads = old
+

@@ -26,8 +26,14 @@ from delegates.xnnpack.blob import BACKEND, parse_blob
 from delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS, \
     ExternalValue
 from delegates.xnnpack.graph import build_subgraph
+from delegates.xnnpack.schema import ET_DATATYPES
 
 _CHANNELS_LAST = (0, 2, 3, 1)
+# ExecuTorch datatype code of an external value -> ScalarTypes its tensor may have
+# (Byte 0, Char 1, Int 3, Half 5, Float 6, QInt8 12, QUInt8 13, QInt32 14, BFloat16 15)
+_SCALAR_TYPES = {1: {6}, 2: {5}, 14: {15}, 3: {1, 12}, 6: {1, 12}, 9: {1, 12}, 4: {0, 13},
+                 5: {3, 14}, 7: {3, 14}, 12: {3, 14}}
+_LONG = 4
 
 
 def _default_threads() -> int:
@@ -51,11 +57,12 @@ def _buffer_end(a: np.ndarray) -> int:
 class _Ext:
     """Per-handle state of one external value (``args[ext_id]``)."""
 
-    __slots__ = ("ext_id", "slot", "elsize", "static_dims", "dims", "shape", "storage", "ptr",
-                 "base", "end", "staging", "widen")
+    __slots__ = ("ext_id", "slot", "elsize", "datatype", "static_dims", "dims", "shape",
+                 "storage", "ptr",
+                 "base", "end", "staging", "widen", "tensor")
 
     def __init__(self, e, slot):
-        self.ext_id, self.slot, self.elsize = e.ext_id, slot, e.elsize
+        self.ext_id, self.slot, self.elsize, self.datatype = e.ext_id, slot, e.elsize, e.datatype
         self.static_dims = e.dims
         self.dims = None  # XNNPACK dims last reshaped to (inputs)
         self.shape = e.dims  # ExecuTorch-order output shape of the current plan (outputs)
@@ -65,6 +72,7 @@ class _Ext:
         self.base = 0  # address of the storage's first byte
         self.staging = None
         self.widen = False  # int32 written by XNNPACK into an int64 output
+        self.tensor = None  # the argument last checked against the value's datatype
 
 
 class XnnpackHandle:
@@ -87,6 +95,26 @@ class XnnpackHandle:
         self.ndim = ctypes.c_size_t()
         self.dims = (ctypes.c_size_t * XNN_MAX_TENSOR_DIMS)()
 
+    def close(self) -> None:
+        """Delete the runtime and release the workspace (idempotent)."""
+        rt, self.runtime = self.runtime, None
+        if rt is not None:
+            self.api.xnn_delete_runtime(rt)
+            if self.workspace.value and self.api.xnn_release_workspace is not None:
+                self.api.xnn_release_workspace(self.workspace)
+        self.keep = []
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer (interpreter exit)
+            pass
+
+    def reset(self) -> None:
+        self.fresh = True
+        for e in self.inputs + self.outputs:
+            e.dims, e.storage, e.tensor, e.ptr = None, None, None, 0
+
 
 def _fail(st, what, code=ErrorCode.Internal):
     return ExecuTorchError(code, f"{BACKEND}: {what} failed with xnn_status {STATUS.get(st, st)}")
@@ -96,7 +124,8 @@ class XnnpackBackend(BackendInterface):
     """The ``XnnpackBackend`` bridge (see the module docstring).
 
     ``threads`` (default: ``$PYRUNTIME_THREADS`` or the CPUs this process may use)
-    applies to methods loaded after it is set.
+    applies to methods loaded after it is set; ``init(..., runtime_options={"threads":
+    n})`` overrides it for one delegate (how a Method passes its ``threads=``).
 
     >>> from delegates import backend_registry
     >>> b = backend_registry.get("XnnpackBackend")   # NotFound if no library is installed
@@ -134,7 +163,11 @@ class XnnpackBackend(BackendInterface):
         raise ExecuTorchError(ErrorCode.InvalidArgument, f"{BACKEND}: unknown option {key!r}")
 
     # ---- init ------------------------------------------------------------------
-    def init(self, processed, compile_specs, named_data):
+    def init(self, processed, compile_specs, named_data, runtime_options=None):
+        threads = (runtime_options or {}).get("threads", self.threads)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{BACKEND}: threads must be a positive int, got {threads!r}")
         lib = self.library
         if lib is None:
             raise ExecuTorchError(ErrorCode.NotFound, f"{BACKEND}: {self.unavailable_reason()}")
@@ -148,7 +181,7 @@ class XnnpackBackend(BackendInterface):
         sub = build_subgraph(lib, xb, named_data)
         api = lib.api
         runtime, workspace = ctypes.c_void_p(), ctypes.c_void_p()
-        pool = lib.threadpool(self.threads)
+        pool = lib.threadpool(threads)
         try:
             if api.has("xnn_create_runtime_v4", "xnn_create_workspace"):
                 st = api.xnn_create_workspace(ctypes.byref(workspace))
@@ -167,7 +200,7 @@ class XnnpackBackend(BackendInterface):
                             ErrorCode.MemoryAllocationFailed if st == 6 else ErrorCode.Internal)
         finally:
             api.xnn_delete_subgraph(sub.handle)  # the runtime does not need it
-        return XnnpackHandle(lib, runtime, workspace, sub, self.threads)
+        return XnnpackHandle(lib, runtime, workspace, sub, threads)
 
     # ---- execute ---------------------------------------------------------------
     def execute(self, h: XnnpackHandle, args) -> None:
@@ -176,20 +209,28 @@ class XnnpackBackend(BackendInterface):
         if len(args) < h.n_args:
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{BACKEND}: {len(args)} arguments, the graph uses {h.n_args}")
+        try:
+            self._execute(h, args)
+        except BaseException:
+            h.reset()  # the runtime may be half re-planned: redo everything next time
+            raise
+
+    def _execute(self, h: XnnpackHandle, args) -> None:
         api, rt = h.api, h.runtime
         reshape = setup = h.fresh
         for e in h.inputs:
             t = args[e.ext_id]
             if not isinstance(t, ETensor):
                 raise _not_tensor(e, t)
+            if t is not e.tensor:
+                _check_elsize(e, t, "input")
             dims = t.sizes
             if len(dims) == 4 and t.dim_order == _CHANNELS_LAST:
                 dims = (dims[0], dims[2], dims[3], dims[1])
             if dims != e.dims:
-                _check_elsize(e, t, "input")
                 if h.dynamic:
-                    st = api.xnn_reshape_external_value(rt, e.ext_id, len(dims),
-                                                        (ctypes.c_size_t * max(len(dims), 1))(*dims))
+                    cdims = (ctypes.c_size_t * max(len(dims), 1))(*dims)
+                    st = api.xnn_reshape_external_value(rt, e.ext_id, len(dims), cdims)
                     if st != 0:
                         raise _fail(st, f"reshaping input {e.ext_id} to {list(dims)}",
                                     ErrorCode.InvalidArgument)
@@ -208,6 +249,7 @@ class XnnpackBackend(BackendInterface):
             st = api.xnn_reshape_runtime(rt)
             if st != 0:
                 raise _fail(st, "xnn_reshape_runtime", ErrorCode.InvalidArgument)
+            setup = True  # a re-planned runtime must be set up again
             for e in h.outputs:
                 st = api.xnn_get_external_value_shape(rt, e.ext_id, ctypes.byref(h.ndim), h.dims)
                 if st != 0 or h.ndim.value > XNN_MAX_TENSOR_DIMS:
@@ -220,8 +262,10 @@ class XnnpackBackend(BackendInterface):
             shape = e.shape
             if len(shape) == 4 and t.dim_order == _CHANNELS_LAST:
                 shape = (shape[0], shape[3], shape[1], shape[2])
-            if t.sizes != shape or e.storage is None:
+            if t is not e.tensor:
                 _check_elsize(e, t, "output")
+                e.storage = None
+            if t.sizes != shape or e.storage is None:
                 t.resize(shape)
                 e.storage = None  # re-check the capacity below
             if _bind_output(e, t):
@@ -244,14 +288,8 @@ class XnnpackBackend(BackendInterface):
                 np.frombuffer(t.storage, np.int64, n)[:] = narrow
 
     def destroy(self, h: XnnpackHandle) -> None:
-        if h is None or h.runtime is None:
-            return
-        api = h.api
-        api.xnn_delete_runtime(h.runtime)
-        if h.workspace.value and api.xnn_release_workspace is not None:
-            api.xnn_release_workspace(h.workspace)
-        h.runtime = None
-        h.keep = []
+        if h is not None:
+            h.close()
 
 
 # ---- binding helpers ----------------------------------------------------------------
@@ -262,12 +300,16 @@ def _not_tensor(e, t):
 
 
 def _check_elsize(e: _Ext, t: ETensor, what: str) -> None:
-    item = t.dtype.itemsize
-    e.widen = what == "output" and item == 8 and e.elsize == 4 and t.dtype == np.int64
-    if item != e.elsize and not e.widen:
+    allowed = _SCALAR_TYPES.get(e.datatype)
+    st = t.scalar_type
+    # argmax indices: XNNPACK writes int32, ExecuTorch's tensor is int64 (widened after)
+    e.widen = what == "output" and st == _LONG and e.datatype in (5, 12)
+    ok = e.widen or (st in allowed if allowed is not None else t.dtype.itemsize == e.elsize)
+    if not ok:
         raise ExecuTorchError(ErrorCode.InvalidArgument,
-                              f"{BACKEND}: {what} {e.ext_id} is {t.describe()} ({item}-byte "
-                              f"elements), the graph expects {e.elsize}-byte elements")
+                              f"{BACKEND}: {what} {e.ext_id} is {t.describe()}, the graph "
+                              f"expects {ET_DATATYPES.get(e.datatype, e.datatype)} data")
+    e.tensor = t
 
 
 def _bind_input(e: _Ext, t: ETensor, dims) -> bool:

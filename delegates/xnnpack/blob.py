@@ -63,7 +63,8 @@ def parse_blob(blob) -> XnnBlob:
             raise blob_error(f"flatbuffer [{fb_off}, +{fb_size}) is outside the {n}-byte blob")
         if c_off < fb_off + fb_size or c_off + c_size > n:
             raise blob_error(f"constant data [{c_off}, +{c_size}) is outside the blob or "
-                             f"overlaps the flatbuffer (ends at {fb_off + fb_size}, blob {n} bytes)")
+                             f"overlaps the flatbuffer (ends at {fb_off + fb_size}, blob {n} "
+                             "bytes)")
         fb = buf[fb_off:fb_off + fb_size]
         constants = buf[c_off:c_off + c_size]
     else:
@@ -72,7 +73,8 @@ def parse_blob(blob) -> XnnBlob:
     ident = bytes(fb[4:8])
     if ident not in IDENTIFIERS:
         raise blob_error(f"flatbuffer identifier {ident!r}, expected one of "
-                         f"{[i.decode() for i in IDENTIFIERS]}", ErrorCode.DelegateInvalidCompatibility)
+                         f"{[i.decode() for i in IDENTIFIERS]}",
+                         ErrorCode.DelegateInvalidCompatibility)
     reader = Reader(fb, ErrorCode.InvalidProgram, f"{BACKEND} blob (XNNGraph)")
     graph = read_table(reader.root(), "XNNGraph", XNN_SCHEMA)
     if graph.xvalues is None:
@@ -105,22 +107,11 @@ def constant_bytes(xb: XnnBlob, idx: int, named_data, where: str) -> np.ndarray 
     raise blob_error(f"{where}: constant index {idx} but the graph has no constant data")
 
 
-def _lookup(named_data, key: str):
-    # pyruntime's DataMap keeps (bytes, layout) per key, but the map it builds from a
-    # .pte's named_data holds bare arrays, where .get() would return the first byte:
-    # read the raw entry when there is one, and use the public .get() otherwise.
-    entries = getattr(named_data, "_entries", None)
-    if isinstance(entries, dict):
-        e = entries.get(key)
-        return e[0] if isinstance(e, tuple) else e
-    return named_data.get(key)
-
-
 def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
     data = None
     if named_data is not None:
         try:
-            data = _lookup(named_data, key)
+            data = named_data.get(key)
         except (ExecuTorchError, LookupError):
             data = None
     if data is None:
@@ -129,5 +120,6 @@ def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
                               "named data nor in the data map passed at load (.ptd)")
     data = _as_u8(data)
     if size and len(data) < size:
-        raise blob_error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says {size}")
+        raise blob_error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says "
+                         f"{size}")
     return data

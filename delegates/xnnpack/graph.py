@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,9 +17,10 @@ import numpy as np
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from delegates.xnnpack.blob import BACKEND, XnnBlob, blob_error, constant_bytes
 from delegates.xnnpack.ctypes_api import (
-    BINARY, STATUS, UNARY, XNN_INVALID_VALUE_ID, XNN_MAX_TENSOR_DIMS, BinaryParams, UnaryParams,
+    BINARY, STATUS, UNARY, XNN_INVALID_VALUE_ID, XNN_MAX_TENSOR_DIMS, BinaryParams,
 )
 from delegates.xnnpack.library import ET_TO_XNN_DATATYPE, XnnLibrary
+from delegates.xnnpack.nodes import HANDLERS, io_fields, sizes as _sizes
 from delegates.xnnpack.schema import ET_DATATYPES, XNODE_TYPES
 
 INVALID = XNN_INVALID_VALUE_ID
@@ -28,6 +30,16 @@ _BITS = {1: 32, 2: 16, 3: 8, 4: 8, 5: 32, 6: 8, 7: 32, 8: 4, 9: 8, 10: 4, 11: 8,
          14: 16}
 _MAX_DIM = 1 << 31
 _MAX_VALUES = 1 << 22
+# The runtime allocates every internal value at its serialized size when it is created:
+# refuse graphs whose internal values add up to more than this (a corrupt dim would
+# otherwise make the library allocate and touch gigabytes).
+MAX_BYTES_ENV = "PYRUNTIME_XNNPACK_MAX_BYTES"
+DEFAULT_MAX_BYTES = 4 << 30
+
+
+def max_internal_bytes() -> int:
+    env = os.environ.get(MAX_BYTES_ENV, "")
+    return int(env) if env.isdigit() else DEFAULT_MAX_BYTES
 
 
 @dataclass
@@ -56,13 +68,6 @@ def nbytes(datatype: int, dims) -> int:
     return math.prod(dims) * bits // 8
 
 
-def _sizes(values, n=XNN_MAX_TENSOR_DIMS):
-    arr = (ctypes.c_size_t * max(n, len(values), 1))()
-    for i, v in enumerate(values):
-        arr[i] = v
-    return arr
-
-
 class _Builder:
     def __init__(self, lib: XnnLibrary, xb: XnnBlob, named_data):
         self.lib, self.api, self.xb, self.g = lib, lib.api, xb, xb.graph
@@ -70,9 +75,15 @@ class _Builder:
         self.keep: list = [xb.source]
         self.remap = {INVALID: INVALID}
         self.dtype_of: dict[int, int] = {}
+        self.dims_of: dict[int, tuple] = {}
         self.inputs: list[External] = []
         self.outputs: list[External] = []
         self.sg = ctypes.c_void_p()
+        self.internal_bytes = 0
+        self.max_bytes = max_internal_bytes()
+        self.ext_ids: set[int] = set()
+        self.ready: set[int] = set()  # values with data before any node runs, or produced
+        self.produced: set[int] = set()
 
     # ---- errors ----------------------------------------------------------------
     def status(self, st: int, what: str) -> None:
@@ -139,10 +150,20 @@ class _Builder:
         if tv.flags & ~(EXTERNAL_INPUT | EXTERNAL_OUTPUT):
             raise blob_error(f"{where}: unknown value flags 0x{tv.flags:x}")
         external = tv.external_id != INVALID
-        if bool(tv.flags) and (not external or tv.external_id >= self.g.num_externs):
-            raise blob_error(f"{where}: external id {tv.external_id} outside [0, "
-                             f"{self.g.num_externs})")
+        if external != bool(tv.flags) or tv.flags == EXTERNAL_INPUT | EXTERNAL_OUTPUT:
+            raise blob_error(f"{where}: external id {tv.external_id} with flags {tv.flags} "
+                             "(an external value is either an input or an output)")
+        if external and (tv.external_id >= self.g.num_externs or tv.external_id in self.ext_ids):
+            raise blob_error(f"{where}: external id {tv.external_id} is out of [0, "
+                             f"{self.g.num_externs}) or used twice")
         dt = self.xnn_dtype(tv.datatype, where)
+        if not external and not tv.constant_buffer_idx:
+            self.internal_bytes += nbytes(tv.datatype, dims)
+            if self.internal_bytes > self.max_bytes:
+                raise ExecuTorchError(
+                    ErrorCode.MemoryAllocationFailed,
+                    f"{BACKEND}: {where}: the graph's intermediate values need more than "
+                    f"{self.max_bytes} bytes (raise ${MAX_BYTES_ENV} if this is intended)")
         data = constant_bytes(self.xb, tv.constant_buffer_idx, self.named, where)
         if data is not None:
             if external:
@@ -166,8 +187,12 @@ class _Builder:
         else:
             self.define_quantized(tv, qp, dims, cdims, dt, ptr, data, where, out)
         self.remap[tv.id_out] = out.value
+        if data is not None or tv.flags & EXTERNAL_INPUT:
+            self.ready.add(tv.id_out)
         self.dtype_of[tv.id_out] = tv.datatype
+        self.dims_of[tv.id_out] = dims
         if external:
+            self.ext_ids.add(tv.external_id)
             bits = _BITS.get(tv.datatype, 8)
             ext = External(tv.external_id, tv.datatype, dims, max(bits // 8, 1))
             if tv.flags & EXTERNAL_INPUT:
@@ -270,12 +295,34 @@ class _Builder:
             raise blob_error(f"{where}: empty node")
         mm = node.output_min_max
         lo, hi = (-math.inf, math.inf) if mm is None else (mm.output_min, mm.output_max)
-        handler = _HANDLERS.get(name)
+        handler = HANDLERS.get(name)
         if handler is None:
             raise ExecuTorchError(ErrorCode.NotSupported,
                                   f"{BACKEND}: {where} is not supported (ExecuTorch's own "
                                   "XNNPACK runtime does not support it either)")
+        self.check_order(n, name, where)
         handler(self, n, lo, hi, where)
+
+    def check_order(self, n, name, where) -> None:
+        # The library runs nodes in the order given and plans memory by it (a node that
+        # reads a value no earlier node produced trips an assertion in the library).
+        ins, outs = io_fields(name)
+        for f in ins:
+            v = getattr(n, f)
+            if v == INVALID and f == "bias_id":
+                continue
+            if v not in self.ready:
+                raise blob_error(f"{where}: {f} reads value {v}, which is neither an input, a "
+                                 "constant nor the output of an earlier node")
+        for f in outs:
+            v = getattr(n, f)
+            if v not in self.remap or v in self.ready or v in self.produced:
+                raise blob_error(f"{where}: {f} writes value {v}, which is undefined, an "
+                                 "input, a constant or written by an earlier node")
+        for f in outs:
+            v = getattr(n, f)
+            self.produced.add(v)
+            self.ready.add(v)
 
     def id(self, n, fieldname: str, where: str) -> int:
         v = getattr(n, fieldname)
@@ -311,237 +358,6 @@ class _Builder:
             self.call(legacy, where, lo, hi, a, b, out, flags)
         else:
             self.call(legacy, where, a, b, out, flags)
-
-
-# ---- node handlers (one per XNodeUnion member) --------------------------------------
-_IO = ("input_id", "output_id")
-_UNARY_OPS = {"Sigmoid": "sigmoid", "Floor": "floor", "SquareRoot": "square_root",
-              "ReciprocalSquareRoot": "reciprocal_square_root", "Ceiling": "ceiling",
-              "Gelu": "gelu", "Hardswish": "hardswish", "Log": "log", "Negate": "negate",
-              "Square": "square", "Abs": "abs", "Sin": "sine", "Cos": "cosine", "Tanh": "tanh",
-              "Exp": "exp"}
-_LEGACY_UNARY = {"sine": "xnn_define_sin", "cosine": "xnn_define_cos"}
-_BINARY_OPS = {"Add": ("add", "xnn_define_add2", True),
-               "Subtract": ("subtract", "xnn_define_subtract", True),
-               "Multiply": ("multiply", "xnn_define_multiply2", True),
-               "Div": ("divide", "xnn_define_divide", True),
-               "Maximum": ("maximum", "xnn_define_maximum2", False),
-               "Minimum": ("minimum", "xnn_define_minimum2", False)}
-_HANDLERS = {}
-
-
-def _handler(*names):
-    def deco(f):
-        for nm in names:
-            _HANDLERS[nm] = f
-        return f
-    return deco
-
-
-def _make_unary(op):
-    def h(b, n, lo, hi, where):
-        a, o = b.ids(n, _IO, where)
-        b.unary(op, None, a, o, n.flags, where, _LEGACY_UNARY.get(op))
-    return h
-
-
-for _name, _op in _UNARY_OPS.items():
-    _HANDLERS[_name] = _make_unary(_op)
-
-
-def _make_binary(op, legacy, minmax):
-    def h(b, n, lo, hi, where):
-        a, c, o = b.ids(n, ("input1_id", "input2_id", "output_id"), where)
-        b.binary(op, lo, hi, a, c, o, n.flags, where, legacy, minmax)
-    return h
-
-
-for _name, (_op, _legacy, _mm) in _BINARY_OPS.items():
-    _HANDLERS[_name] = _make_binary(_op, _legacy, _mm)
-
-
-@_handler("Clamp")
-def _clamp(b, n, lo, hi, where):
-    a, o = b.ids(n, _IO, where)
-    p = UnaryParams()
-    p.clamp.min, p.clamp.max = lo, hi
-    b.unary("clamp", p, a, o, n.flags, where, legacy_args=(lo, hi))
-
-
-@_handler("LeakyReLU")
-def _leaky_relu(b, n, lo, hi, where):
-    a, o = b.ids(n, _IO, where)
-    p = UnaryParams()
-    p.leaky_relu_slope = n.negative_slope
-    b.unary("leaky_relu", p, a, o, n.flags, where, legacy_args=(n.negative_slope,))
-
-
-@_handler("ELU")
-def _elu(b, n, lo, hi, where):
-    a, o = b.ids(n, _IO, where)
-    p = UnaryParams()
-    p.elu_alpha = n.alpha
-    b.unary("elu", p, a, o, n.flags, where, legacy_args=(n.alpha,))
-
-
-@_handler("PReLU")
-def _prelu(b, n, lo, hi, where):
-    a, s, o = b.ids(n, ("input1_id", "input2_id", "output_id"), where)
-    if b.api.xnn_define_prelu is not None:
-        b.call("xnn_define_prelu", where, a, s, o, n.flags)
-    else:
-        b.call("xnn_define_binary", where, BINARY["prelu"], None, a, s, o, n.flags)
-
-
-@_handler("Softmax")
-def _softmax(b, n, lo, hi, where):
-    b.call("xnn_define_softmax", where, *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("Convert")
-def _convert(b, n, lo, hi, where):
-    a, o = b.ids(n, _IO, where)
-    b.convert(a, o, n.flags, where)
-
-
-@_handler("Copy")
-def _copy(b, n, lo, hi, where):
-    b.call("xnn_define_copy", where, *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("FullyConnected")
-def _fully_connected(b, n, lo, hi, where):
-    ids = b.ids(n, ("input1_id", "filter_id", "bias_id", "output_id"), where)
-    b.call("xnn_define_fully_connected", where, lo, hi, *ids, n.flags)
-
-
-_CONV_IDS = ("input1_id", "filter_id", "bias_id", "output_id")
-
-
-@_handler("Conv2d")
-def _conv2d(b, n, lo, hi, where):
-    b.call("xnn_define_convolution_2d", where, n.padding_top, n.padding_right, n.padding_bottom,
-           n.padding_left, n.kernel_height, n.kernel_width, n.subsampling_height,
-           n.subsampling_width, n.dilation_height, n.dilation_width, n.groups,
-           n.group_input_channels, n.group_output_channels, lo, hi,
-           *b.ids(n, _CONV_IDS, where), n.flags)
-
-
-@_handler("DepthwiseConv2d")
-def _depthwise(b, n, lo, hi, where):
-    if n.group_input_channels == 0:
-        raise blob_error(f"{where}: group_input_channels is 0")
-    b.call("xnn_define_depthwise_convolution_2d", where, n.padding_top, n.padding_right,
-           n.padding_bottom, n.padding_left, n.kernel_height, n.kernel_width,
-           n.subsampling_height, n.subsampling_width, n.dilation_height, n.dilation_width,
-           n.group_output_channels // n.group_input_channels, n.groups, lo, hi,
-           *b.ids(n, _CONV_IDS, where), n.flags)
-
-
-@_handler("ConvTranspose2d")
-def _deconv(b, n, lo, hi, where):
-    b.call("xnn_define_deconvolution_2d", where, n.padding_top, n.padding_right,
-           n.padding_bottom, n.padding_left, n.adjustment_height, n.adjustment_width,
-           n.kernel_height, n.kernel_width, n.subsampling_height, n.subsampling_width,
-           n.dilation_height, n.dilation_width, n.groups, n.group_input_channels,
-           n.group_output_channels, lo, hi, *b.ids(n, _CONV_IDS, where), n.flags)
-
-
-@_handler("AvgPooling2d")
-def _avg_pool(b, n, lo, hi, where):
-    b.call("xnn_define_average_pooling_2d", where, n.padding_top, n.padding_right,
-           n.padding_bottom, n.padding_left, n.pooling_height, n.pooling_width,
-           n.stride_height, n.stride_width, lo, hi, *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("MaxPooling2d")
-def _max_pool(b, n, lo, hi, where):
-    b.call("xnn_define_max_pooling_2d", where, n.padding_top, n.padding_right,
-           n.padding_bottom, n.padding_left, n.pooling_height, n.pooling_width,
-           n.stride_height, n.stride_width, n.dilation_height, n.dilation_width, lo, hi,
-           *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("ArgMaxPooling2d")
-def _argmax_pool(b, n, lo, hi, where):
-    b.call("xnn_define_argmax_pooling_2d", where, n.padding_top, n.padding_right,
-           n.padding_bottom, n.padding_left, n.pooling_height, n.pooling_width,
-           *b.ids(n, ("input_id", "output_value_id", "output_index_id"), where), n.flags)
-
-
-@_handler("GlobalAvgPooling2d")
-def _global_avg_pool(b, n, lo, hi, where):
-    b.call("xnn_define_global_average_pooling_2d", where, lo, hi, *b.ids(n, _IO, where),
-           n.flags)
-
-
-def _shape_list(values, num_dims, what, where):
-    values = list(values or [])
-    if num_dims is not None and num_dims != len(values):
-        raise blob_error(f"{where}: num_dims {num_dims} but {len(values)} {what}")
-    if len(values) > XNN_MAX_TENSOR_DIMS:
-        raise blob_error(f"{where}: {len(values)} {what} (at most {XNN_MAX_TENSOR_DIMS})")
-    return values
-
-
-@_handler("StaticTranspose")
-def _transpose(b, n, lo, hi, where):
-    perm = _shape_list(n.perm, n.num_dims, "perm entries", where)
-    b.call("xnn_define_static_transpose", where, len(perm), _sizes(perm),
-           *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("StaticReshape")
-def _reshape(b, n, lo, hi, where):
-    shape = _shape_list(n.new_shape, n.num_dims, "new_shape entries", where)
-    b.call("xnn_define_static_reshape", where, len(shape), _sizes(shape),
-           *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("StaticSlice")
-def _slice(b, n, lo, hi, where):
-    offsets = _shape_list(n.offsets, n.num_dims, "offsets", where)
-    sizes = _shape_list(n.sizes, n.num_dims, "sizes", where)
-    b.call("xnn_define_static_slice", where, len(offsets), _sizes(offsets), _sizes(sizes),
-           *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("StaticConstantPad")
-def _pad(b, n, lo, hi, where):
-    pre = _shape_list(n.pre_paddings, None, "pre_paddings", where)
-    post = _shape_list(n.post_paddings, len(pre), "post_paddings", where)
-    # the library reads as many paddings as the input has dims: pass full-size arrays
-    b.call("xnn_define_static_constant_pad", where, _sizes(pre), _sizes(post),
-           n.padding_value, *b.ids(n, _IO, where), n.flags)
-
-
-@_handler("StaticResizeBilinear2D")
-def _resize_bilinear(b, n, lo, hi, where):
-    b.call("xnn_define_static_resize_bilinear_2d", where, n.new_height, n.new_width,
-           *b.ids(n, _IO, where), n.flags)
-
-
-def _make_concat(count):
-    def h(b, n, lo, hi, where):
-        ins = b.ids(n, [f"input{j}_id" for j in range(1, count + 1)], where)
-        out = b.id(n, "output_id", where)
-        fname = f"xnn_define_concatenate{count}"
-        if getattr(b.api, fname) is not None:
-            b.call(fname, where, n.axis, *ins, out, n.flags)
-        else:
-            arr = (ctypes.c_uint32 * count)(*ins)
-            b.call("xnn_define_concatenate", where, n.axis, count, arr, out, n.flags)
-    return h
-
-
-for _k in (2, 3, 4, 5):
-    _HANDLERS[f"Concatenate{_k}"] = _make_concat(_k)
-
-
-@_handler("BatchMatrixMultiply")
-def _bmm(b, n, lo, hi, where):
-    b.call("xnn_define_batch_matrix_multiply", where,
-           *b.ids(n, ("input1_id", "input2_id", "output_id"), where), n.flags)
 
 
 def _fptr(a: np.ndarray):

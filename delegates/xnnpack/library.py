@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from delegates.xnnpack.ctypes_api import BINARY, STATUS, UNARY, XnnApi
+from delegates.xnnpack.ctypes_api import STATUS, XnnApi
 
 ENV = "PYRUNTIME_XNNPACK_LIB"
 INSTALL_HINT = (
@@ -240,5 +240,4 @@ def unavailable_reason() -> str:
 
 
 __all__ = ["XnnLibrary", "find_library", "get_library", "load_library", "candidates",
-           "clear_cache", "unavailable_reason", "ET_TO_XNN_DATATYPE", "INSTALL_HINT", "UNARY",
-           "BINARY"]
+           "clear_cache", "unavailable_reason", "ET_TO_XNN_DATATYPE", "INSTALL_HINT"]

@@ -34,6 +34,7 @@ class Fixture:
     calls: list  # input lists, run in order on one loaded method
     expected: list  # executorch.runtime's outputs per call
     meta: dict
+    ptd_path: Path | None = None  # the weights, for programs exported with external weights
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Spec:
     example: Callable[[], tuple] | None = None
     dynamic_shapes: Callable[[], Any] | None = None
     meta: Callable[[Any], dict] = field(default=lambda module: {})
+    external_weights: bool = False  # XNNPACK weights in a .ptd ("model") instead of the .pte
 
 
 def _randn(seed: int, *shape: int) -> np.ndarray:
@@ -77,6 +79,55 @@ def _partial_model():
     return Partial().eval()
 
 
+def _zoo_model():
+    """Many XNNPACK node types in one graph: elementwise, pooling, cat/slice/pad, deconv,
+    resize, prelu, softmax, bmm."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Zoo(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 8, 3, padding=1)
+            self.deconv = nn.ConvTranspose2d(8, 4, 2, stride=2)
+            self.prelu = nn.PReLU(8)
+            self.fc = nn.Linear(16, 16)
+
+        def forward(self, x, w):
+            y = self.conv(x)
+            y = F.hardswish(y) + torch.sigmoid(y) * torch.tanh(y)
+            y = self.prelu(y)
+            y = F.elu(y) - F.leaky_relu(y, 0.2) + F.hardtanh(y, -0.5, 0.5)
+            y = torch.cat([y, torch.abs(y), -y], dim=1)
+            y = F.max_pool2d(F.avg_pool2d(y, 2), 2, 1)
+            z = self.deconv(y[:, :8])
+            z = F.pad(z, (1, 1, 1, 1))
+            z = F.interpolate(z, size=(10, 10), mode="bilinear", align_corners=False)
+            a = torch.sqrt(torch.abs(z) + 1) * torch.exp(-torch.square(z))
+            b = torch.floor(z) + torch.ceil(z) + torch.sin(z) + torch.cos(z)
+            c = torch.log(torch.abs(z) + 1) + torch.rsqrt(z * z + 1)
+            z = torch.maximum(a, torch.minimum(b, c)) / (torch.abs(z) + 1) - z
+            f = self.fc(z.reshape(1, 4, 100)[:, :, :16])
+            att = torch.softmax(torch.bmm(f, w), dim=-1)
+            q = torch.cat([f, f * 2, f + 1, f - 1], dim=-1)
+            return att, F.gelu(z).permute(0, 2, 3, 1), torch.cat([q, q, -q, q, q], dim=1)
+
+    torch.manual_seed(21)
+    return Zoo().eval()
+
+
+def _fp16_cnn():
+    """A half-precision conv net: fp16 values and fp16 XNNPACK kernels end to end."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(23)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, stride=2),
+                         nn.Hardtanh(-1, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(8, 4)).eval().half()
+
+
 def _batch_dim():
     from torch.export import Dim
 
@@ -101,13 +152,9 @@ def _quantize(model, inputs, per_channel=True):
 
 
 def _quant_cnn():
-    return _make_quant_cnn_via_models()
-
-
-def _make_quant_cnn_via_models():
     from tests.programs import models
 
-    return models.make_quant_cnn()[1]
+    return models.make_quant_cnn()[1]  # the PT2E-converted module
 
 
 def _quant_mobilenet():
@@ -117,6 +164,41 @@ def _quant_mobilenet():
     model = models.make_mobilenet_v2()
     g = torch.Generator().manual_seed(5)
     return _quantize(model, [torch.randn(1, 3, 96, 96, generator=g) for _ in range(4)])
+
+
+def _linear_stack():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(22)
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32)).eval()
+
+
+def _qd8_qc8w():
+    """Dynamically quantized activations (per token), int8 per-channel weights (PT2E)."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer, get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    model, x = _linear_stack(), torch.from_numpy(_randn(190, 3, 64))
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    return convert_pt2e(prepared)
+
+
+def _qd8_qb4w():
+    """torchao 8da4w: dynamic int8 activations, 4-bit weights in blocks of 32 (bf16 scales)."""
+    import torch
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, PerGroup, quantize_
+
+    model = _linear_stack()
+    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+                                                           weight_granularity=PerGroup(32)))
+    return model
 
 
 def _output_step(module) -> dict:
@@ -139,9 +221,15 @@ SPECS: dict[str, Spec] = {
     "mlp_dynamic": Spec("1", _model("make_mlp_dynamic"),
                         lambda: [[_randn(800 + b, b, 16)] for b in (1, 5, 16, 3)],
                         example=lambda: (_randn(799, 4, 16),), dynamic_shapes=_batch_dim),
+    "cnn_fp16": Spec("1", _fp16_cnn, lambda: [[_randn(185, 1, 3, 16, 16).astype(np.float16)]]),
+    "zoo": Spec("2", _zoo_model, lambda: [[_randn(180, 1, 4, 8, 8), _randn(181, 1, 16, 5)]]),
+    "mlp_ptd": Spec("1", _model("make_mlp"), lambda: [[_randn(102, 4, 32)]],
+                    external_weights=True),
     "partial": Spec("1", _partial_model, lambda: [[_randn(160, 3, 16)], [_randn(161, 3, 16)]]),
     "quant_cnn": Spec("1", _quant_cnn, lambda: [[_randn(1000, 1, 3, 32, 32)],
                                                 [_randn(1001, 1, 3, 32, 32)]], meta=_output_step),
+    "qd8_qc8w": Spec("1", _qd8_qc8w, lambda: [[_randn(191, 3, 64)], [_randn(192, 3, 64)]]),
+    "qd8_qb4w": Spec("1", _qd8_qb4w, lambda: [[_randn(193, 3, 64)], [_randn(194, 3, 64)]]),
     "quant_mobilenet_v2": Spec("1", _quant_mobilenet, lambda: [[_randn(170, 1, 3, 96, 96)]],
                                meta=_output_step),
 }
@@ -155,7 +243,12 @@ def cache_dir() -> Path:
 
 
 def _paths(name):
-    return {ext: cache_dir() / f"xnnpack_{name}.{ext}" for ext in ("pte", "npz", "json", "key")}
+    exts = ("pte", "npz", "json", "key") + (("ptd",) if SPECS[name].external_weights else ())
+    return {ext: cache_dir() / f"xnnpack_{name}.{ext}" for ext in exts}
+
+
+def _data_exts(name):
+    return [e for e in _paths(name) if e != "key"]
 
 
 def _key(name) -> dict:
@@ -173,7 +266,7 @@ def _valid(name) -> bool:
     try:
         key = json.loads(p["key"].read_text())
         return ({k: key.get(k) for k in _key(name)} == _key(name) and
-                all(key["files"].get(e) == _sha256(p[e]) for e in ("pte", "npz", "json")))
+                all(key["files"].get(e) == _sha256(p[e]) for e in _data_exts(name)))
     except (OSError, ValueError, KeyError, AttributeError):
         return False
 
@@ -201,8 +294,8 @@ def _lock(name):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def export(name: str) -> tuple[bytes, dict]:
-    """Export fixture ``name`` with XnnpackPartitioner; returns (.pte bytes, meta)."""
+def export(name: str) -> tuple[bytes, bytes | None, dict]:
+    """Export fixture ``name`` with XnnpackPartitioner; returns (.pte, .ptd or None, meta)."""
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -213,16 +306,29 @@ def export(name: str) -> tuple[bytes, dict]:
     args = tuple(torch.from_numpy(a.copy()) for a in example)
     dyn = spec.dynamic_shapes() if spec.dynamic_shapes else None
     with torch.no_grad():
-        ep = torch.export.export(module, args, dynamic_shapes=dyn)
+        if spec.external_weights:  # tag every constant for the "model" .ptd (strict export)
+            from executorch.exir.passes.external_constants_pass import (
+                delegate_external_constants_pass_unlifted,
+            )
+
+            tagged = torch.export.export(module, args, dynamic_shapes=dyn, strict=True).module()
+            delegate_external_constants_pass_unlifted(tagged, gen_tag_fn=lambda node: "model")
+            ep = torch.export.export(tagged, args, dynamic_shapes=dyn, strict=True)
+        else:
+            ep = torch.export.export(module, args, dynamic_shapes=dyn)
     pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
-    return pte.buffer, spec.meta(module)
+    ptd = bytes(pte._tensor_data["model"]) if spec.external_weights else None
+    return pte.buffer, ptd, spec.meta(module)
 
 
-def run_reference(pte: bytes, calls: list) -> list:
+def run_reference(pte: bytes | Path, calls: list, ptd: Path | None = None) -> list:
     import torch
     from executorch.runtime import Runtime
 
-    method = Runtime.get().load_program(pte).load_method("forward")
+    if ptd is not None:
+        method = Runtime.get().load_program(pte, data_path=str(ptd)).load_method("forward")
+    else:
+        method = Runtime.get().load_program(pte).load_method("forward")
     return [[o.detach().clone().numpy() for o in method.execute(
         [torch.from_numpy(a.copy()) for a in call])] for call in calls]
 
@@ -230,11 +336,17 @@ def run_reference(pte: bytes, calls: list) -> list:
 def _build(name: str) -> None:
     p = _paths(name)
     p["key"].unlink(missing_ok=True)
-    pte, meta = export(name)
+    pte, ptd, meta = export(name)
     calls = SPECS[name].calls()
-    expected = run_reference(pte, calls)
+    if ptd is not None:
+        _write(p["pte"], pte)
+        _write(p["ptd"], ptd)
+        expected = run_reference(p["pte"], calls, p["ptd"])
+    else:
+        expected = run_reference(pte, calls)
     arrays = {f"c{i}_in{j}": a for i, c in enumerate(calls) for j, a in enumerate(c)}
-    arrays.update({f"c{i}_out{j}": o for i, outs in enumerate(expected) for j, o in enumerate(outs)})
+    arrays.update({f"c{i}_out{j}": o
+                   for i, outs in enumerate(expected) for j, o in enumerate(outs)})
     meta = {**meta, "calls": [[len(c), len(o)] for c, o in zip(calls, expected)]}
     import io
 
@@ -243,7 +355,7 @@ def _build(name: str) -> None:
     _write(p["pte"], pte)
     _write(p["npz"], npz.getvalue())
     _write(p["json"], json.dumps(meta, indent=1).encode())
-    key = {**_key(name), "files": {e: _sha256(p[e]) for e in ("pte", "npz", "json")}}
+    key = {**_key(name), "files": {e: _sha256(p[e]) for e in _data_exts(name)}}
     _write(p["key"], json.dumps(key, indent=1).encode())
 
 
@@ -263,7 +375,7 @@ def get_fixture(name: str) -> Fixture:
                      for i, (n_in, _) in enumerate(meta["calls"])]
             expected = [[z[f"c{i}_out{j}"] for j in range(n_out)]
                         for i, (_, n_out) in enumerate(meta["calls"])]
-        _MEMO[name] = Fixture(name, p["pte"], calls, expected, meta)
+        _MEMO[name] = Fixture(name, p["pte"], calls, expected, meta, p.get("ptd"))
     fx = _MEMO[name]
     return replace(fx, calls=[[a.copy() for a in c] for c in fx.calls],
                    expected=[[o.copy() for o in c] for c in fx.expected])
