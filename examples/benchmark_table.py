@@ -23,11 +23,18 @@ from tests.programs.fixtures import get_fixture  # noqa: E402
 from tests.programs.small_programs import small_program  # noqa: E402
 
 MODELS = ["chain400", "mlp", "cnn_bn", "mobilenet_v2", "resnet18", "vit_tiny", "audio_encoder",
-          "llama", "llama_kv", "llama_sdpa_kv", "quant_cnn"]
+          "llama", "llama_kv", "llama_sdpa_kv", "quant_cnn",
+          "xnnpack:mobilenet_v2", "xnnpack:resnet18", "xnnpack:vit_tiny"]
 
 
 def _path(name):
-    return small_program(name)[0] if name == "chain400" else get_fixture(name).pte_path
+    if name == "chain400":
+        return small_program(name)[0]
+    if name.startswith("xnnpack:"):  # the same model lowered to ExecuTorch's XnnpackBackend
+        from tests.delegates.xnnpack_fixtures import get_fixture as xnnpack_fixture
+
+        return xnnpack_fixture(name.split(":", 1)[1]).pte_path
+    return get_fixture(name).pte_path
 
 
 def _ms(s):
@@ -45,8 +52,11 @@ def main(argv=None) -> int:
     rows = []
     for name in args.models:
         for tier in ("reference", "fast"):
+            # delegated rows: both runtimes call the same XNNPACK library with the
+            # same thread count (its default, the number of cores)
+            threads = None if name.startswith("xnnpack:") else args.threads
             r = bench(_path(name), tier=tier, rounds=args.rounds, min_time=1.0,
-                      threads2=(tier == "fast"), threads=args.threads)
+                      threads2=(tier == "fast"), threads=threads)
             rows.append((name, r))
             print(f"{name:14s} {tier:9s} ours {_ms(r.ours_s):>10s} theirs {_ms(r.theirs_s):>10s} "
                   f"ratio {r.ratio or 0:.3f}", flush=True)
@@ -62,6 +72,9 @@ def main(argv=None) -> int:
         "on-disk cache read), warm = second load in the same process. pyruntime ran with",
         f"threads={args.threads} (executorch's portable kernels are single-threaded); the last",
         "column is the total throughput of two Python threads, each executing its own Method.",
+        "`xnnpack:` rows run the same model lowered with ExecuTorch's XnnpackPartitioner: both",
+        "runtimes call the same XNNPACK library (the executorch wheel's), so the ratio is the",
+        "bridge's overhead; those rows use the library's default thread count.",
         "",
         "| program | tier | instructions | pyruntime | executorch.runtime | ratio | load cold | "
         "load warm | 2-thread executes/s |",
