@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from kernels.args import wrap_dim
 from kernels.registry import register
 
 # torch.memory_format as the emitter serializes it (exir/tensor.py memory_format_enum).
@@ -20,10 +21,7 @@ def _bad(op: str, arg: str, msg: str) -> ExecuTorchError:
 
 
 def _dim(op: str, dim: int, ndim: int, arg: str = "dims") -> int:
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise _bad(op, arg, f"expected a dim in [{-n}, {n - 1}], got {dim}")
-    return dim % n
+    return wrap_dim(op, dim, ndim, arg)
 
 
 def _memory_format(op: str, memory_format) -> None:

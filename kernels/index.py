@@ -11,18 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from kernels.args import wrap_dim
 from kernels.registry import register
 
 
 def _bad(op, msg):
     return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {msg}")
-
-
-def _wrap(op, d, ndim):
-    n = max(ndim, 1)
-    if not -n <= d < n:
-        raise _bad(op, f"dim: expected a value in [{-n}, {n - 1}], got {d}")
-    return d % n
 
 
 def _int_index(op, name, t, n=None):
@@ -109,7 +103,7 @@ def index_put_(self, indices, values, accumulate):
 @register("aten::index_select.out")
 def index_select_out(self, dim, index, out):
     x = self.numpy()
-    ax = _wrap("index_select.out", dim, x.ndim)
+    ax = wrap_dim("index_select.out", dim, x.ndim)
     idx = _int_index("index_select.out", "index", index, x.shape[ax] if x.ndim else 1)
     if x.ndim == 0:
         out.write(x.reshape(1)[idx.reshape(-1)].reshape(()))
@@ -121,7 +115,7 @@ def index_select_out(self, dim, index, out):
 
 def _grid(op, x, dim, index):
     """Full index tuple addressing ``x`` at ``index`` along ``dim`` (ATen gather/scatter)."""
-    ax = _wrap(op, dim, x.ndim)
+    ax = wrap_dim(op, dim, x.ndim)
     idx = _int_index(op, "index", index, x.shape[ax] if x.ndim else 1)
     if x.ndim == 0:
         x, idx = x.reshape(1), idx.reshape(-1)
@@ -176,7 +170,7 @@ def scatter_add_out(self, dim, index, src, out):
 @register("aten::select_scatter.out")
 def select_scatter_out(self, src, dim, index, out):
     a = self.numpy().copy()
-    ax = _wrap("select_scatter.out", dim, a.ndim)
+    ax = wrap_dim("select_scatter.out", dim, a.ndim)
     n = a.shape[ax]
     if not -n <= index < n:
         raise _bad("select_scatter.out", f"index: expected a value in [{-n}, {n - 1}], got {index}")
@@ -191,7 +185,7 @@ def select_scatter_out(self, src, dim, index, out):
 @register("aten::slice_scatter.out")
 def slice_scatter_out(self, src, dim, start, end, step, out):
     a = self.numpy().copy()
-    ax = _wrap("slice_scatter.out", dim, a.ndim)
+    ax = wrap_dim("slice_scatter.out", dim, a.ndim)
     if step <= 0:
         raise _bad("slice_scatter.out", f"step: expected a positive value, got {step}")
     sel = (slice(None),) * ax + (slice(start, end, step),)

@@ -16,6 +16,7 @@ import numpy as np
 from cython_ext.dtypes import to_numpy_dtype
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from kernels.promote import category, compute_dtype
+from kernels.args import wrap_dim
 from kernels.registry import register
 
 _I64 = np.dtype(np.int64)
@@ -25,21 +26,13 @@ def _bad(op, msg):
     return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {msg}")
 
 
-def _wrap(op, d, ndim):
-    """Normalize one dim; a rank-0 tensor accepts 0 and -1."""
-    n = max(ndim, 1)
-    if not -n <= d < n:
-        raise _bad(op, f"dim: expected a value in [{-n}, {n - 1}], got {d}")
-    return d % n
-
-
 def _axes(op, dim, ndim, empty_is_all=True):
     """numpy ``axis`` for an ATen dim list: None/[] mean all dims (when ``empty_is_all``)."""
     if dim is None or (empty_is_all and len(dim) == 0):
         return None
     if isinstance(dim, int):
         dim = [dim]
-    axes = [_wrap(op, d, ndim) for d in dim]
+    axes = [wrap_dim(op, d, ndim) for d in dim]
     if len(set(axes)) != len(axes):
         raise _bad(op, f"dim: expected distinct dims, got {list(dim)}")
     return tuple(axes) if ndim else ()
@@ -174,7 +167,7 @@ def _arg(op, fn, x, dim, keepdim):
         _nonempty(op, x, None)
         i = fn(x.reshape(-1)) if x.size else 0
         return np.full((1,) * x.ndim if keepdim else (), i, _I64)
-    ax = _wrap(op, dim, x.ndim)
+    ax = wrap_dim(op, dim, x.ndim)
     if x.ndim == 0:
         return np.zeros((), _I64)
     _nonempty(op, x, (ax,))
@@ -198,7 +191,7 @@ def _dim_extreme(op, fn, self, dim, keepdim, values, indices):
         values.write(x)
         indices.write(idx)
         return
-    ax = _wrap(op, dim, x.ndim)
+    ax = wrap_dim(op, dim, x.ndim)
     v = np.take_along_axis(x, idx, axis=ax)
     if not keepdim:
         v, idx = np.squeeze(v, ax), np.squeeze(idx, ax)
@@ -279,7 +272,7 @@ def var_mean_correction_out(self, dim, correction, keepdim, out0, out1):
 @register("aten::cumsum.out")
 def cumsum_out(self, dim, dtype, out):
     x = self.numpy()
-    ax = _wrap("cumsum.out", dim, x.ndim)
+    ax = wrap_dim("cumsum.out", dim, x.ndim)
     acc = _acc(_target("cumsum.out", dtype, out))
     out.write(np.cumsum(x.astype(acc, copy=False).reshape(x.shape or (1,)), axis=ax)
               .reshape(x.shape))
@@ -289,7 +282,7 @@ def cumsum_out(self, dim, dtype, out):
 def topk_values(self, k, dim, largest, sorted, values, indices):  # noqa: A002 (schema names)
     # A stable sort gives a valid answer for sorted=False too; NaN ranks largest, as in ATen.
     x = self.numpy()
-    ax = _wrap("topk.values", dim, x.ndim)
+    ax = wrap_dim("topk.values", dim, x.ndim)
     xs = x.reshape(x.shape or (1,))
     n = xs.shape[ax]
     if not 0 <= k <= n:

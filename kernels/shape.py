@@ -9,6 +9,7 @@ import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from kernels.promote import category, promote_types
+from kernels.args import wrap_dim
 from kernels.registry import register
 
 
@@ -16,12 +17,7 @@ def _bad(op: str, arg: str, msg: str) -> ExecuTorchError:
     return ExecuTorchError(ErrorCode.InvalidArgument, f"{op}: {arg}: {msg}")
 
 
-def _dim(op: str, dim: int, ndim: int, arg: str = "dim") -> int:
-    """Wrap a possibly negative dim; a rank-0 tensor accepts dims 0 and -1 like ATen."""
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise _bad(op, arg, f"expected a dim in [{-n}, {n - 1}], got {dim}")
-    return dim % n
+_dim = wrap_dim
 
 
 def _dims(op: str, dims, ndim: int, arg: str = "dims") -> list:
