@@ -956,15 +956,52 @@ def render(rows) -> str:
     return "\n".join(out) + "\n"
 
 
+def rows_to_json(rows) -> str:
+    import json
+    from dataclasses import asdict
+    return json.dumps([asdict(r) for r in rows])
+
+
+def rows_from_json(text: str) -> list:
+    import json
+    rows = []
+    for d in json.loads(text):
+        d["cells"] = {k: Cell(**c) for k, c in d["cells"].items()}
+        rows.append(Row(**d))
+    return rows
+
+
+def sweep_isolated(timeout=900) -> list:
+    """``sweep()`` in a fresh interpreter.
+
+    Some torch ops abort the process on inputs they reject once other tests
+    have registered ExecuTorch's C++ kernels over them; a clean interpreter
+    sees exactly what ``python -m tests.kernels.coverage`` sees.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "tests.kernels.coverage", "--json"], cwd=root,
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"coverage sweep failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return rows_from_json(r.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m tests.kernels.coverage",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--out", help="write the markdown table here (default: stdout)")
     p.add_argument("--op", action="append", help="only these ops (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead")
     ns = p.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
     rows = sweep(ns.op)
+    if ns.json:
+        print(rows_to_json(rows))
+        return
     text = render(rows)
     if ns.out:
         with open(ns.out, "w") as f:

@@ -40,10 +40,7 @@ KNOWN_GAPS = {
 
 @pytest.fixture(scope="module")
 def rows():
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return coverage.sweep()
+    return coverage.sweep_isolated()
 
 
 @pytest.fixture(scope="module")
