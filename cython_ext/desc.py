@@ -24,6 +24,7 @@ class DescTable:
         # (start address, ndarray) of every byte region a data pointer may point into,
         # so that a pointer set by compiled code can be turned back into a numpy view.
         self._regions = []
+        self._last = {}  # row -> (sizes, data pointer) as last synced, to skip no-op pushes
         for b in buffers:
             self.add_region(b)
         for i, v in enumerate(values):
@@ -44,13 +45,21 @@ class DescTable:
         row[D_CAP] = t.capacity
         row[D_DYN] = int(t.dynamism)
         row[D_DIMORDER:D_DIMORDER + t.ndim] = t.dim_order
-        self.push(i, t)
+        self.push(i, t, force=True)
 
-    def push(self, i: int, t: ETensor) -> None:
-        """ETensor -> row (after Python code changed sizes or storage)."""
+    def push(self, i: int, t: ETensor, force: bool = False) -> None:
+        """ETensor -> row (after Python code changed sizes or storage).
+
+        Without ``force`` a push is skipped when the tensor's sizes and data
+        pointer equal what the row held at the last sync of row ``i``.
+        """
+        key = (t.sizes, t._ptr)
+        if not force and self._last.get(i) == key:
+            return
+        self._last[i] = key
         row = self.arr[i]
         nd = t.ndim
-        row[D_DATA] = t.data_ptr()
+        row[D_DATA] = t._ptr
         row[D_NUMEL] = t.numel
         if nd:
             row[D_SIZES:D_SIZES + nd] = t.sizes
@@ -68,11 +77,13 @@ class DescTable:
                 t.sizes = sizes
                 t._view = None
         ptr = int(row[D_DATA])
-        if ptr != t.data_ptr():
+        if ptr != t._ptr:
             t.set_storage(None if ptr == 0 else self._view_at(ptr, t.capacity_bytes))
+        self._last[i] = (t.sizes, t._ptr)
 
     def copy_row(self, src: int, dst: int) -> None:
         self.arr[dst] = self.arr[src]
+        self._last.pop(dst, None)
 
     def _remember(self, buf: np.ndarray) -> None:
         a = buf.ctypes.data

@@ -50,7 +50,7 @@ def dim_order_strides(sizes, dim_order) -> tuple:
 class ETensor:
     __slots__ = (
         "scalar_type", "dtype", "sizes", "dim_order", "dynamism", "capacity",
-        "storage", "planned", "_view", "__weakref__",
+        "_storage", "_ptr", "planned", "_view", "__weakref__",
     )
 
     def __init__(self, scalar_type: int, sizes, dim_order=None, dynamism=Dynamism.STATIC,
@@ -61,9 +61,9 @@ class ETensor:
         self.dim_order = tuple(dim_order) if dim_order is not None else tuple(range(len(self.sizes)))
         self.dynamism = Dynamism(dynamism)
         self.capacity = prod(self.sizes)
+        self._view = None
         self.storage = storage
         self.planned = planned
-        self._view = None
 
     # ---- construction helpers -------------------------------------------------
     @classmethod
@@ -137,9 +137,19 @@ class ETensor:
         self._view = None
 
     # ---- data ----------------------------------------------------------------
+    @property
+    def storage(self) -> np.ndarray | None:
+        return self._storage
+
+    @storage.setter
+    def storage(self, storage: np.ndarray | None) -> None:
+        self._storage = storage
+        # the address is cached: ndarray.ctypes.data costs microseconds per call
+        self._ptr = 0 if storage is None else storage.ctypes.data
+        self._view = None
+
     def set_storage(self, storage: np.ndarray | None) -> None:
         self.storage = storage
-        self._view = None
 
     def numpy(self) -> np.ndarray:
         """A numpy view of the current contents (writable unless the bytes are read-only)."""
@@ -171,7 +181,7 @@ class ETensor:
             np.copyto(self.numpy(), a, casting="unsafe")
 
     def data_ptr(self) -> int:
-        return 0 if self.storage is None else self.storage.ctypes.data
+        return self._ptr
 
     def describe(self) -> str:
         return f"{scalar_type_name(self.scalar_type)}{list(self.sizes)}"

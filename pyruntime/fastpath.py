@@ -204,7 +204,7 @@ class FastPlan:
     def push_all(self):
         for i, v in enumerate(self.m.values):
             if isinstance(v, ETensor):
-                self.table.push(i, v)
+                self.table.push(i, v, force=True)
 
     def pull_outputs(self):
         values = self.m.values

@@ -238,7 +238,7 @@ class Method:
                                   f"{where}: list inputs are not supported")
         self._inputs_set[index] = True
         if self._fast is not None and isinstance(slot, ETensor):
-            self._fast.table.push(self.inputs[index], slot)  # sizes or data pointer may change
+            self._fast.table.push(self.inputs[index], slot, force=True)  # sizes/pointer may change
 
     def _bind_tensor(self, t: ETensor, value, index: int, where: str) -> None:
         if isinstance(value, ETensor):
