@@ -176,3 +176,24 @@ def lazy(py_fn):
     if c is None:
         c = _COMPILED[py_fn] = compile_kernel(py_fn)
     return c
+
+
+@njit(inline="always")
+def sum_seg(z, b, n):
+    """float64 sum of z[b:b+n] in four partial sums: no serial dependency chain, so it
+    vectorizes; for statistics whose summation order does not matter."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    i = 0
+    while i + 4 <= n:
+        s0 += z[np.uint64(b + i)]
+        s1 += z[np.uint64(b + i + 1)]
+        s2 += z[np.uint64(b + i + 2)]
+        s3 += z[np.uint64(b + i + 3)]
+        i += 4
+    while i < n:
+        s0 += z[np.uint64(b + i)]
+        i += 1
+    return (s0 + s1) + (s2 + s3)

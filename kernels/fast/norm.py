@@ -19,7 +19,7 @@ from numba import carray, njit
 
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64,
-                             desc, flat, lazy, resize_like, resize_to)
+                             desc, flat, lazy, resize_like, resize_to, sum_seg)
 from kernels.fast.reduce import cast_like, scratch
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -131,21 +131,7 @@ def bind_batch_norm_no_training(ctx, input, weight, bias, running_mean, running_
 def _stats(xv, b, n, eps, m):
     """(mean, rstd) of xv[b:b+n] in m's type: float64 sums in four lanes (no serial
     dependency chain), the variance from the centered values like the reference."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += xv[U(b + i)]
-        s1 += xv[U(b + i + 1)]
-        s2 += xv[U(b + i + 2)]
-        s3 += xv[U(b + i + 3)]
-        i += 4
-    while i < n:
-        s0 += xv[U(b + i)]
-        i += 1
-    mean = cast_like(((s0 + s1) + (s2 + s3)) / n, m)
+    mean = cast_like(sum_seg(xv, b, n) / n, m)
     s0 = 0.0
     s1 = 0.0
     s2 = 0.0

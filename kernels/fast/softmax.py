@@ -18,8 +18,8 @@ from numba import carray, njit, types
 from numba.extending import overload
 
 from kernels.fast import register_fast
-from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat,
-                             lazy, ptr_like, resize_like)
+from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat, lazy,
+                             ptr_like, resize_like, sum_seg)
 from kernels.fast.reduce import cast_like
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -85,26 +85,6 @@ def _max_seg(xv, b, n):
     return _mx(_mx(_mx(m0, m1), m2), m3)
 
 
-@njit(inline="always")
-def _sum_seg(z, b, n):
-    """float64 sum of z[b:b+n] with four partial sums (order-insensitive use only)."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += z[U(b + i)]
-        s1 += z[U(b + i + 1)]
-        s2 += z[U(b + i + 2)]
-        s3 += z[U(b + i + 3)]
-        i += 4
-    while i < n:
-        s0 += z[U(b + i)]
-        i += 1
-    return (s0 + s1) + (s2 + s3)
-
-
 @njit(error_model="numpy")
 def _softmax_typed(log, x, o, dim, scr, nscr, m):
     st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
@@ -130,7 +110,7 @@ def _softmax_typed(log, x, o, dim, scr, nscr, m):
             mx = _max_seg(xv, b, D)
             for i in range(D):  # exps, stored in out (vectorizes)
                 z[U(b + i)] = exp_like(xv[U(b + i)] - mx, m)
-            s = cast_like(_sum_seg(z, b, D), m)
+            s = cast_like(sum_seg(z, b, D), m)
             if log:
                 ls = math.log(s)
                 for i in range(D):
