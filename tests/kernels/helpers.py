@@ -71,12 +71,13 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol=1e-5, atol=1e-5):
         np.testing.assert_array_equal(got, want)
 
 
-def call_fast(name: str, *args):
-    """Run ``name``'s compiled kernel once, the way the fast loop does.
+def bind_fast(name: str, *args):
+    """Bind ``name``'s compiled kernel once, as a method load does.
 
-    Returns ``None`` when the binder declines these arguments (the instruction
-    would stay on the reference kernel); otherwise the kernel's status code.
-    Tensor arguments (ETensors) are updated in place, as after the loop.
+    Returns ``run() -> status``, which may be called again after inputs are
+    resized (sizes are read at run time), or ``None`` when the binder declines
+    these arguments (the instruction would stay on the reference kernel).
+    Tensor arguments (ETensors, also inside lists) are updated in place.
     """
     import ctypes
 
@@ -97,7 +98,36 @@ def call_fast(name: str, *args):
     if bound is None:
         return None
     fn, block = bound
-    status = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)(block)
-    for i, t in enumerate(tensors):
-        table.pull(i, t)
-    return status
+    kernel = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
+
+    def run(_keep=(ctx, table)):  # ctx owns the argument blocks and scratch buffers
+        for i, t in enumerate(tensors):
+            table.push(i, t, force=True)
+        status = kernel(block)
+        for i, t in enumerate(tensors):
+            table.pull(i, t)
+        return status
+
+    return run
+
+
+def call_fast(name: str, *args):
+    """Run ``name``'s compiled kernel once, the way the fast loop does: its status
+    code, or ``None`` when the binder declines these arguments."""
+    run = bind_fast(name, *args)
+    return None if run is None else run()
+
+
+def check_compiled(name, args, out_shape, dtype, dim_order=None):
+    """Compiled vs reference, bit for bit, into a static out and into a
+    dynamic-bound out that must shrink; returns the reference result."""
+    ref = static_out(out_shape, dtype)
+    call(name, *args, ref)
+    cap = tuple(s + 2 for s in out_shape)
+    for out in (ETensor.empty(from_numpy_dtype(dtype), out_shape, dim_order),
+                ETensor.empty(from_numpy_dtype(dtype), cap, dim_order, Dynamism.DYNAMIC_BOUND)):
+        status = call_fast(name, *args, out)
+        assert status == 0, f"{name}: compiled kernel returned {status}"
+        assert out.shape == tuple(out_shape)
+        assert_close(out.numpy(), ref.numpy(), rtol=0, atol=0)
+    return ref.numpy()

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from cython_ext import ETensor, from_numpy_dtype
-from cython_ext.tensor import Dynamism
-from tests.kernels.helpers import assert_close, call, call_fast, static_out
+from tests.kernels.helpers import call_fast, check_compiled, static_out
 
 RNG = np.random.default_rng(0)
 DTYPES = [np.float32, np.float64, np.int64, np.int16, np.bool_, np.dtype(ml_dtypes.bfloat16)]
@@ -30,17 +29,7 @@ def idx(values, dtype=np.int64):
     return t
 
 
-def check(name, args, out_shape, dtype, dim_order=None):
-    ref = static_out(out_shape, dtype)
-    call(name, *args, ref)
-    cap = tuple(s + 2 for s in out_shape)
-    for out in (ETensor.empty(from_numpy_dtype(dtype), out_shape, dim_order),
-                ETensor.empty(from_numpy_dtype(dtype), cap, dim_order, Dynamism.DYNAMIC_BOUND)):
-        status = call_fast(name, *args, out)
-        assert status == 0, f"{name}: compiled kernel returned {status}"
-        assert out.shape == tuple(out_shape)
-        assert_close(out.numpy(), ref.numpy(), rtol=0, atol=0)
-    return ref.numpy()
+check = check_compiled
 
 
 @pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])

@@ -7,13 +7,12 @@ comparison here is on the raw bytes, with inputs long enough that pairwise
 """
 from __future__ import annotations
 
-import ctypes
 
 import numpy as np
 import pytest
 
 from cython_ext import Dynamism, ETensor, from_numpy_dtype
-from tests.kernels.helpers import bound_out, call, call_fast, static_out
+from tests.kernels.helpers import bind_fast, bound_out, call, call_fast, static_out
 
 RNG = np.random.default_rng(0)
 OPS = ["aten::sum.IntList_out", "aten::mean.out"]
@@ -104,33 +103,12 @@ def test_dtype_argument():
     _check("aten::mean.out", x, [0], True, dtype=int(from_numpy_dtype(np.float64)))
 
 
-def _bind(name, *args):
-    """Bind once, like a method load; returns run() -> status, re-runnable after resizes."""
-    from cython_ext.desc import DescTable
-    from kernels.fast import get_binder
-    from kernels.fast.context import BindContext
-    tensors = [a for a in args if isinstance(a, ETensor)]
-    table = DescTable(tensors, [t.storage for t in tensors])
-    ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [])
-    fn, block = get_binder(name)(ctx, *args)
-    cf = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
-
-    def run(_keep=(ctx, table)):  # the blocks and scratch buffers live in ctx
-        for i, t in enumerate(tensors):
-            table.push(i, t)
-        status = cf(block)
-        for i, t in enumerate(tensors):
-            table.pull(i, t)
-        return status
-    return run
-
-
 @pytest.mark.parametrize("name", OPS)
 def test_input_resized_at_run_time(name):
     # A dynamic input changes shape between executes: sizes are read at run time.
     x = ETensor.from_array(_rand((4, 6, 5), np.float32), dynamism=Dynamism.DYNAMIC_BOUND)
     out = bound_out((4, 1, 5), np.float32)
-    run = _bind(name, x, [1], True, None, out)
+    run = bind_fast(name, x, [1], True, None, out)
     for shape in [(4, 6, 5), (2, 3, 5), (4, 1, 1), (1, 6, 2)]:
         a = _rand(shape, np.float32)
         x.write(a)

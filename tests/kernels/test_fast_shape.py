@@ -12,7 +12,8 @@ from cython_ext.desc import DescTable
 from cython_ext.tensor import Dynamism
 from kernels.fast import get_binder
 from kernels.fast.context import BindContext
-from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
+from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, check_compiled,
+                                   static_out)
 
 RNG = np.random.default_rng(0)
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -38,18 +39,7 @@ def with_dim_order(x: np.ndarray, dim_order, dynamism=Dynamism.STATIC) -> ETenso
     return t
 
 
-def check(name, args, out_shape, dtype, dim_order=None):
-    """Compiled vs reference for a static out and a dynamic-bound out that must shrink."""
-    ref = static_out(out_shape, dtype)
-    call(name, *args, ref)
-    cap = tuple(s + 2 for s in out_shape)
-    for out in (ETensor.empty(from_numpy_dtype(dtype), out_shape, dim_order),
-                ETensor.empty(from_numpy_dtype(dtype), cap, dim_order, Dynamism.DYNAMIC_BOUND)):
-        status = call_fast(name, *args, out)
-        assert status == 0, f"{name}: compiled kernel returned {status}"
-        assert out.shape == tuple(out_shape)
-        assert_close(out.numpy(), ref.numpy(), rtol=0, atol=0)
-    return ref.numpy()
+check = check_compiled
 
 
 class Bound:

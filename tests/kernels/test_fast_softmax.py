@@ -1,13 +1,13 @@
 """Compiled _softmax / _log_softmax against the reference tier (itself tested against torch)."""
 from __future__ import annotations
 
-import ctypes
 
 import numpy as np
 import pytest
 
 from cython_ext import Dynamism, ETensor, from_numpy_dtype
-from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
+from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
+                                   static_out)
 
 RNG = np.random.default_rng(0)
 OPS = ["aten::_softmax.out", "aten::_log_softmax.out"]
@@ -67,34 +67,13 @@ def test_exp_polynomial_accuracy():
     np.testing.assert_allclose(out.numpy().astype(np.float64), want, rtol=3e-7, atol=1e-44)
 
 
-def _bind(name, *args):
-    """Bind once (like a method load); run() may be repeated after resizing inputs."""
-    from cython_ext.desc import DescTable
-    from kernels.fast import get_binder
-    from kernels.fast.context import BindContext
-    tensors = [a for a in args if isinstance(a, ETensor)]
-    table = DescTable(tensors, [t.storage for t in tensors])
-    ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [])
-    fn, block = get_binder(name)(ctx, *args)
-    cf = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
-
-    def run(_keep=(ctx, table)):  # the blocks and scratch buffers live in ctx
-        for i, t in enumerate(tensors):
-            table.push(i, t)
-        status = cf(block)
-        for i, t in enumerate(tensors):
-            table.pull(i, t)
-        return status
-    return run
-
-
 @pytest.mark.parametrize("name", OPS)
 def test_input_resized_at_run_time(name):
     # Bound at (4, 3, 2): the per-column scratch is sized for inner=2 at load; a later
     # shape with a larger inner extent must still be right (per-call scratch then).
     x = ETensor.from_array(_rand((4, 3, 2), np.float32), dynamism=Dynamism.DYNAMIC_BOUND)
     out = bound_out((4, 3, 2), np.float32)
-    run = _bind(name, x, 1, False, out)
+    run = bind_fast(name, x, 1, False, out)
     for shape in [(4, 3, 2), (1, 3, 8), (2, 2, 3), (1, 1, 24), (3, 2, 1)]:
         a = _rand(shape, np.float32)
         x.write(a)
