@@ -17,16 +17,32 @@ import importlib
 import pkgutil
 
 _BINDERS: dict = {}
+_FALLBACKS: dict = {}
 
 
-def register_fast(*names):
+def register_fast(*names, fallback: bool = False):
+    """Register a binder under exact op names.
+
+    One specialized binder per op; ``fallback=True`` registers a generic
+    (any-dtype) binder that is tried when the specialized one declines or
+    does not exist.
+    """
     def deco(fn):
+        table = _FALLBACKS if fallback else _BINDERS
         for n in names:
-            if n in _BINDERS:
+            if n in table:
                 raise ValueError(f"fast binder {n!r} registered twice")
-            _BINDERS[n] = fn
+            table[n] = fn
         return fn
     return deco
+
+
+def _chain(first, second):
+    def binder(ctx, *values):
+        r = first(ctx, *values)
+        return second(ctx, *values) if r is None else r
+    binder.__name__ = first.__name__
+    return binder
 
 
 _loaded = False
@@ -40,9 +56,12 @@ def get_binder(name: str):
         for m in pkgutil.iter_modules(pkg.__path__):
             if m.name not in ("nb", "context") and not m.name.startswith("_"):
                 importlib.import_module(f"kernels.fast.{m.name}")
-    return _BINDERS.get(name)
+    first, second = _BINDERS.get(name), _FALLBACKS.get(name)
+    if first is None or second is None:
+        return first or second
+    return _chain(first, second)
 
 
 def fast_names() -> list[str]:
     get_binder("")
-    return sorted(_BINDERS)
+    return sorted(set(_BINDERS) | set(_FALLBACKS))

@@ -10,13 +10,14 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 
 import numba
 import numpy as np
 from numba import carray, cfunc, njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 
 def _cache_dir() -> str:
@@ -48,6 +49,7 @@ INVALID_ARGUMENT = 0x12
 
 # ScalarType codes a kernel dispatches on at run time.
 ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F16, ST_F32, ST_F64, ST_BOOL = 0, 1, 2, 3, 4, 5, 6, 7, 11
+ST_BF16 = 15
 
 
 @intrinsic
@@ -197,3 +199,224 @@ def sum_seg(z, b, n):
         s0 += z[np.uint64(b + i)]
         i += 1
     return (s0 + s1) + (s2 + s3)
+
+
+def cast_like(v, m):
+    """``v`` converted to the scalar type of ``m`` (numba only)."""
+    raise NotImplementedError
+
+
+@overload(cast_like, inline="always")
+def _cast_like(v, m):
+    if m == types.float32:
+        return lambda v, m: np.float32(v)
+    if m == types.float64:
+        return lambda v, m: np.float64(v)
+    if m == types.int64:
+        return lambda v, m: np.int64(v)
+    return None
+
+
+@njit(inline="always")
+def scratch(addr, n):
+    """An int64 scratch area of ``n`` words at ``addr`` (a ``ctx.buffer``)."""
+    return carray(ptr_like(addr, np.int64(0)), n)
+
+
+# ---- any dtype: element load/store by run-time scalar type --------------------------
+# Kernels written over these compile once and serve every dtype: the value passes
+# through float64 (floating ops) or int64 (integer/bool ops). Half and bfloat16 are
+# stored as raw uint16 (numba has no float16) and converted bit by bit, rounding to
+# nearest even as C++'s c10::Half / c10::BFloat16 do.
+
+@intrinsic
+def f32_from_bits(typingctx, word):
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+
+    return sig, codegen
+
+
+@intrinsic
+def f32_to_bits(typingctx, x):
+    sig = types.int32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int32))
+
+    return sig, codegen
+
+
+@njit(inline="always")
+def half_to_f64(h):
+    e = (h >> 10) & 0x1F
+    f = h & 0x3FF
+    if e == 0:
+        v = f * 5.960464477539063e-08  # 2**-24: zero and subnormals
+    elif e == 31:
+        v = np.inf if f == 0 else np.nan
+    else:
+        v = (1.0 + f * 0.0009765625) * 2.0 ** (e - 15)
+    return -v if h & 0x8000 else v
+
+
+@njit(inline="always")
+def f64_to_half(x):
+    x32 = np.float64(np.float32(x))  # C++ converts float -> Half: round to float first
+    if x32 != x32:
+        return 0x7E00
+    sign = 0x8000 if x32 < 0.0 or (x32 == 0.0 and math.copysign(1.0, x32) < 0.0) else 0
+    a = abs(x32)
+    if a >= 65520.0:
+        return sign | 0x7C00
+    if a < 6.103515625e-05:  # 2**-14: subnormal, in units of 2**-24
+        return sign | np.int64(np.rint(a * 16777216.0))
+    m, e = math.frexp(a)  # a = m * 2**e, m in [0.5, 1)
+    f = np.int64(np.rint((m * 2.0 - 1.0) * 1024.0))
+    e -= 1
+    if f == 1024:
+        f = 0
+        e += 1
+    if e > 15:
+        return sign | 0x7C00
+    return sign | ((e + 15) << 10) | f
+
+
+@njit(inline="always")
+def bf16_to_f64(h):
+    return np.float64(f32_from_bits(np.int32(np.uint32(h << 16))))
+
+
+@njit(inline="always")
+def f64_to_bf16(x):
+    if x != x:
+        return 0x7FC0
+    u = np.int64(f32_to_bits(np.float32(x))) & 0xFFFFFFFF
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+@njit(inline="always")
+def load_f64(addr, st, i):
+    """Element ``i`` of the buffer at ``addr`` holding scalar type ``st``, as float64."""
+    if st == ST_F32:
+        return np.float64(ptr_like(addr, np.float32(0))[i])
+    if st == ST_F64:
+        return ptr_like(addr, np.float64(0))[i]
+    if st == ST_I64:
+        return np.float64(ptr_like(addr, np.int64(0))[i])
+    if st == ST_I32:
+        return np.float64(ptr_like(addr, np.int32(0))[i])
+    if st == ST_I16:
+        return np.float64(ptr_like(addr, np.int16(0))[i])
+    if st == ST_I8:
+        return np.float64(ptr_like(addr, np.int8(0))[i])
+    if st == ST_U8 or st == ST_BOOL:
+        return np.float64(ptr_like(addr, np.uint8(0))[i])
+    if st == ST_F16:
+        return half_to_f64(np.int64(ptr_like(addr, np.uint16(0))[i]))
+    return bf16_to_f64(np.int64(ptr_like(addr, np.uint16(0))[i]))
+
+
+@njit(inline="always")
+def f64_to_int(v):
+    """float -> int64 truncating toward zero; NaN and out-of-range give 0 (C++: undefined)."""
+    if v != v or v >= 9.2e18 or v <= -9.2e18:
+        return np.int64(0)
+    return np.int64(v)
+
+
+@njit(inline="always")
+def store_f64(addr, st, i, v):
+    """Store float64 ``v`` as scalar type ``st`` (C++ static_cast semantics)."""
+    if st == ST_F32:
+        ptr_like(addr, np.float32(0))[i] = np.float32(v)
+    elif st == ST_F64:
+        ptr_like(addr, np.float64(0))[i] = v
+    elif st == ST_BOOL:
+        ptr_like(addr, np.uint8(0))[i] = np.uint8(v != 0.0)
+    elif st == ST_F16:
+        ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_half(v))
+    elif st == ST_BF16:
+        ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_bf16(v))
+    else:
+        w = f64_to_int(v)
+        if st == ST_I64:
+            ptr_like(addr, np.int64(0))[i] = w
+        elif st == ST_I32:
+            ptr_like(addr, np.int32(0))[i] = np.int32(w)
+        elif st == ST_I16:
+            ptr_like(addr, np.int16(0))[i] = np.int16(w)
+        elif st == ST_I8:
+            ptr_like(addr, np.int8(0))[i] = np.int8(w)
+        else:
+            ptr_like(addr, np.uint8(0))[i] = np.uint8(w & 0xFF)
+
+
+@njit(inline="always")
+def load_i64(addr, st, i):
+    """Element ``i`` as int64 (floats truncate toward zero)."""
+    if st == ST_I64:
+        return ptr_like(addr, np.int64(0))[i]
+    if st == ST_I32:
+        return np.int64(ptr_like(addr, np.int32(0))[i])
+    if st == ST_I16:
+        return np.int64(ptr_like(addr, np.int16(0))[i])
+    if st == ST_I8:
+        return np.int64(ptr_like(addr, np.int8(0))[i])
+    if st == ST_U8 or st == ST_BOOL:
+        return np.int64(ptr_like(addr, np.uint8(0))[i])
+    return f64_to_int(load_f64(addr, st, i))
+
+
+@njit(inline="always")
+def store_i64(addr, st, i, v):
+    """Store int64 ``v`` as scalar type ``st`` (integers wrap, as C++ casts do)."""
+    if st == ST_I64:
+        ptr_like(addr, np.int64(0))[i] = v
+    elif st == ST_I32:
+        ptr_like(addr, np.int32(0))[i] = np.int32(v)
+    elif st == ST_I16:
+        ptr_like(addr, np.int16(0))[i] = np.int16(v)
+    elif st == ST_I8:
+        ptr_like(addr, np.int8(0))[i] = np.int8(v)
+    elif st == ST_U8:
+        ptr_like(addr, np.uint8(0))[i] = np.uint8(v & 0xFF)
+    elif st == ST_BOOL:
+        ptr_like(addr, np.uint8(0))[i] = np.uint8(v != 0)
+    elif st == ST_F32:
+        ptr_like(addr, np.float32(0))[i] = np.float32(v)
+    elif st == ST_F64:
+        ptr_like(addr, np.float64(0))[i] = np.float64(v)
+    elif st == ST_F16:
+        ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_half(np.float64(v)))
+    else:
+        ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_bf16(np.float64(v)))
+
+
+@njit(inline="always")
+def elem_size(st):
+    if st == ST_I64 or st == ST_F64:
+        return 8
+    if st == ST_I32 or st == ST_F32:
+        return 4
+    if st == ST_I16 or st == ST_F16 or st == ST_BF16:
+        return 2
+    return 1
+
+
+@njit(inline="always")
+def is_float_st(st):
+    return st == ST_F32 or st == ST_F64 or st == ST_F16 or st == ST_BF16
+
+
+@njit(inline="always")
+def offset_of(d, k):
+    """Storage offset (in elements) of the ``k``-th element in row-major logical order."""
+    off = 0
+    for i in range(d[2] - 1, -1, -1):
+        sz = d[8 + i]
+        off += (k % sz) * d[24 + i]
+        k //= sz
+    return off

@@ -24,7 +24,7 @@ from numba import njit
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, desc,
                              flat, lazy, resize_to)
-from kernels.fast.reduce import cast_like, scratch
+from kernels.fast.nb import cast_like, scratch
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops

@@ -22,34 +22,12 @@ from numba.extending import overload
 
 from cython_ext.dtypes import to_numpy_dtype
 from kernels.fast import register_fast
-from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, desc, flat, lazy, ptr_like,
-                             resize_to)
+from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat, lazy,
+                             ptr_like, resize_to, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 R_SUM, R_MEAN = 0, 1
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
-
-
-def cast_like(v, m):
-    """``v`` converted to the scalar type of ``m`` (numba only)."""
-    raise NotImplementedError
-
-
-@overload(cast_like, inline="always")
-def _cast_like(v, m):
-    if m == types.float32:
-        return lambda v, m: np.float32(v)
-    if m == types.float64:
-        return lambda v, m: np.float64(v)
-    if m == types.int64:
-        return lambda v, m: np.int64(v)
-    return None
-
-
-@njit(inline="always")
-def scratch(addr, n):
-    """An int64 scratch area of ``n`` words at ``addr`` (a ``ctx.buffer``)."""
-    return carray(ptr_like(addr, np.int64(0)), n)
 
 
 @njit(error_model="numpy")  # float x/0 gives inf/nan, as in C

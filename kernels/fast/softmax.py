@@ -20,7 +20,7 @@ from numba.extending import overload
 from kernels.fast import register_fast
 from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat, lazy,
                              ptr_like, resize_like, sum_seg)
-from kernels.fast.reduce import cast_like
+from kernels.fast.nb import cast_like
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
