@@ -130,15 +130,16 @@ def _c_div(op: str, a: int, b: int) -> int:
 def _c_mod(op: str, a: int, b: int) -> int:
     if b == 0:
         raise _invalid(op, "integer modulo by zero")
-    return a - b * _c_div(op, a, b)
+    return _i64(a - b * _c_div(op, a, b))
 
 
 def _floor_div_double(a: float, b: float) -> float:
     # ExecuTorch's floor_div_double: Python's algorithm, but x / 0.0 is +-inf.
     if b == 0:
         return -math.inf if math.copysign(1.0, a) < 0 else math.inf
-    mod = math.fmod(a, b)
-    div = (a - mod) / b
+    with np.errstate(all="ignore"):  # fmod(inf, b) is nan in C, not an error
+        mod = float(np.fmod(a, b))
+        div = float(np.float64(a - mod) / b)
     if mod != 0 and (math.copysign(1.0, b) < 0) != (math.copysign(1.0, mod) < 0):
         return div - 1
     return div

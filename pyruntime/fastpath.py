@@ -4,22 +4,51 @@ At load, every chain is flattened into one ``Loop``. An instruction whose op
 has a compiled kernel (``kernels.fast``) that accepts its dtypes and whose
 scalar arguments are fixed at load becomes a C function call run with the GIL
 released; a JumpFalse on a Bool tensor is decided in the loop; everything else
-(reference kernels, prim ops, moves, delegates without a native entry) is
-called back into Python with the GIL held for that instruction only, with its
-tensors synchronized between ETensor objects and descriptor rows.
+(reference kernels, moves, delegates without a native entry) is called back
+into Python with the GIL held for that instruction only, with its tensors
+synchronized between ETensor objects and descriptor rows.
+
+Scalar values (Int, Double, Bool) also have a C mirror: a two-word record
+``[tag, payload]`` per value slot. Prim ops (``sym_size``, ``executorch_prim::*``,
+``et_view``) run compiled on these records, so shape arithmetic between
+kernels stays in C; a Python instruction reading or writing a scalar that
+changes at run time syncs its record around the call.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from cython_ext._loop import Loop
 from cython_ext.desc import DescTable
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
-from kernels.fast import get_binder
-from kernels.fast.context import BindContext
+from kernels.fast import get_binder, takes_dynamic_ints
+from kernels.fast import prim
+from kernels.fast.context import BindContext, IntSlot
 from pyruntime.values import ListRef
 
 KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
 BOOL = 11
+T_DOUBLE, T_INT, T_BOOL = prim.T_DOUBLE, prim.T_INT, prim.T_BOOL
+
+
+def _encode(v):
+    """A Python scalar as its record ``(tag, payload)``; tag 0 for anything else."""
+    if isinstance(v, bool):
+        return T_BOOL, int(v)
+    if isinstance(v, int):
+        return T_INT, v
+    if isinstance(v, float):
+        return T_DOUBLE, int(np.array(v, np.float64).view(np.int64))
+    return 0, 0
+
+
+def _decode(tag, payload):
+    if tag == T_INT:
+        return int(payload)
+    if tag == T_BOOL:
+        return bool(payload)
+    return float(np.array(payload, np.int64).view(np.float64))
 
 
 class FastPlan:
@@ -39,22 +68,137 @@ class FastPlan:
         self.table = DescTable(values, buffers)
         rows = {id(v): i for i, v in enumerate(values) if isinstance(v, ETensor)}
         dynamic = self._dynamic_slots(values, self.flat)
+        self.recs = np.zeros((max(len(values), 1), 2), np.int64)
+        for i, v in enumerate(values):
+            self.recs[i] = _encode(v)
+        # scalar slots written at run time: their records are synced around Python calls
+        self.dyn_scalars = {j for j in dynamic if not isinstance(values[j], (ETensor, ListRef))}
+        self.repointed = set()  # tensors whose data pointer compiled et_view changes
         self.loop = Loop(len(self.flat))
         self.ctx = BindContext(self.table, rows, [])
         self.sync = []  # per pc: value indices whose tensors are synced around Python calls
+        self.scalar_in = []  # per pc: run-time scalars a Python call reads
+        self.scalar_out = []  # per pc: run-time scalars a Python call writes
         self.compiled = 0
         for pc, (c, n, ins) in enumerate(self.flat):
             kind, fn, args, nargs, lists, name, src_pc = ins
             self.sync.append(self._sync_indices(ins, values))
+            self._scalar_sync(ins, values)
             if pc in self.folded:
                 self.loop.set_nop(pc)
-            elif kind == KERNEL and self._bind_kernel(pc, ins, values, dynamic):
+            elif kind == KERNEL and (self._bind_prim(pc, ins, values, dynamic)
+                                     or self._bind_kernel(pc, ins, values, dynamic)):
                 self.compiled += 1
-            elif kind == JUMP_FALSE:
+            elif kind == JUMP_FALSE and args <= n:
                 cond = values[fn]
-                if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
-                        and args <= n:
+                if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic:
                     self.loop.set_jump_false_tensor(pc, self.table.addr(fn), offsets[c] + args)
+                elif isinstance(cond, bool):
+                    self.loop.set_jump_false_tensor(pc, self._bool_desc(fn), offsets[c] + args)
+
+    # ---- scalar records ----------------------------------------------------------------
+    def rec_addr(self, j: int) -> int:
+        return self.recs.ctypes.data + 16 * j
+
+    def _const_rec(self, v) -> int:
+        r = np.array(_encode(v), np.int64)
+        self.ctx.scratch.append(r)
+        return r.ctypes.data
+
+    def _bool_desc(self, j: int) -> int:
+        """A one-element Bool descriptor over record ``j``'s payload (little-endian: its
+        first byte is 0/1), so the loop decides a scalar JumpFalse in C."""
+        d = np.zeros(64, np.int64)
+        d[0], d[1], d[3] = self.rec_addr(j) + 8, BOOL, 1
+        self.ctx.scratch.append(d)
+        return d.ctypes.data
+
+    def _scalar_sync(self, ins, values):
+        kind, fn, args, nargs, lists, name, src_pc = ins
+        dyn = self.dyn_scalars
+        reads, writes = [], []
+        if kind in (KERNEL, DELEGATE):
+            for j in args:
+                v = values[j]
+                items = v.items if isinstance(v, ListRef) else (j,)
+                reads += [k for k in items if k in dyn]
+            if kind == KERNEL and args and args[-1] in dyn:
+                writes.append(args[-1])
+        elif kind == MOVE:
+            reads += [fn] if fn in dyn else []
+            writes += [args] if args in dyn else []
+        elif kind == JUMP_FALSE and fn in dyn:
+            reads.append(fn)
+        self.scalar_in.append(tuple(dict.fromkeys(reads)))
+        self.scalar_out.append(tuple(writes))
+
+    def _load_scalars(self, idx):
+        values, recs = self.m.values, self.recs
+        for j in idx:
+            tag = recs[j, 0]
+            if tag:
+                values[j] = _decode(tag, recs[j, 1])
+
+    def _store_scalars(self, idx):
+        values, recs = self.m.values, self.recs
+        for j in idx:
+            recs[j] = _encode(values[j])
+
+    def _int_slot(self, j):
+        """A run-time Int value as an ``IntSlot`` over its record, or None."""
+        v = self.m.values[j]
+        if j in self.dyn_scalars and isinstance(v, int) and not isinstance(v, bool):
+            return IntSlot(v, self.rec_addr(j) + 8)
+        return None
+
+    def _bind_prim(self, pc, ins, values, dynamic) -> bool:
+        """Compile a prim op over the scalar records (see ``kernels.fast.prim``)."""
+        kind, fn, args, nargs, lists, name, src_pc = ins
+        r = None
+        if name in prim.OPS:
+            out = args[-1] if args else None
+            if out is None or out not in self.dyn_scalars or len(args) != nargs + 1:
+                return False
+            op = prim.OPS[name]
+            if op in prim.TENSOR_OPS:
+                t = values[args[0]]
+                if not isinstance(t, ETensor) or args[0] in dynamic:
+                    return False
+                refs = [self.ctx.desc(t)]
+                if op == prim.P_SYM_SIZE:
+                    dim = values[args[1]]
+                    if args[1] in dynamic or not isinstance(dim, int):
+                        return False
+                    refs.append(dim)
+            else:
+                if any(isinstance(values[j], (ETensor, ListRef)) for j in args[:nargs]):
+                    return False
+                refs = [self.rec_addr(j) for j in args[:nargs]]
+            r = prim.bind_scalar(self.ctx, name, self.rec_addr(out), refs)
+        elif name == "executorch_prim::et_view.default" and len(args) == 3:
+            src, size, out = (values[j] for j in args)
+            if not (isinstance(src, ETensor) and isinstance(out, ETensor)) \
+                    or args[0] in dynamic or args[2] in dynamic:
+                return False
+            if isinstance(size, ListRef):
+                recs = [self.rec_addr(k) for k in size.items]
+            elif isinstance(size, (list, tuple)):
+                recs = [self._const_rec(v) for v in size]
+            else:
+                return False
+            r = prim.bind_view(self.ctx, src, out, recs)
+            if r is not None:
+                self.repointed.add(args[2])
+        elif name == "executorch_prim::et_copy_index.tensor" and len(args) == 3:
+            dst, src = values[args[0]], values[args[1]]
+            if not (isinstance(dst, ETensor) and isinstance(src, ETensor)) \
+                    or args[0] in dynamic or args[1] in dynamic:
+                return False
+            r = prim.bind_copy_index(self.ctx, dst, src, self.rec_addr(args[2]))
+        if r is None:
+            return False
+        self.loop.set_kernel(pc, *r)
+        return True
 
     def _fold_constant_permutes(self, values) -> set:
         """Turn ``permute_copy`` of a constant (a weight transposed on every run, as
@@ -140,14 +284,24 @@ class FastPlan:
         if binder is None:
             return False
         used = args[:nargs]
+        slots = takes_dynamic_ints(name)
+        vals = []
         for j in used:
             v = values[j]
-            if j in dynamic:
-                return False
-            if isinstance(v, ListRef) and any(k in dynamic for k in v.items):
-                return False
-        vals = [values[j].resolve(values) if isinstance(values[j], ListRef) else values[j]
-                for j in used]
+            if isinstance(v, ListRef):
+                if any(k in dynamic for k in v.items):
+                    items = [self._int_slot(k) if k in dynamic else values[k]
+                             for k in v.items]
+                    if not slots or any(x is None for x in items):
+                        return False
+                    vals.append(items)
+                    continue
+                v = v.resolve(values)
+            elif j in dynamic:
+                v = self._int_slot(j) if slots else None
+                if v is None:
+                    return False
+            vals.append(v)
         r = binder(self.ctx, *vals)
         if r is None:
             return False
@@ -172,7 +326,11 @@ class FastPlan:
             v = values[j]
             if isinstance(v, ETensor):
                 table.pull(j, v)
+        if self.scalar_in[pc]:
+            self._load_scalars(self.scalar_in[pc])
         nxt = self.m._exec(ins, c, n)
+        if self.scalar_out[pc]:
+            self._store_scalars(self.scalar_out[pc])
         kind = ins[0]
         if kind == MOVE:
             table.copy_row(ins[1], ins[2])
@@ -200,21 +358,25 @@ class FastPlan:
         for i, v in enumerate(self.m.values):
             if isinstance(v, ETensor):
                 self.table.pull(i, v)
+        self._load_scalars(self.dyn_scalars)
 
     def push_all(self):
         for i, v in enumerate(self.m.values):
             if isinstance(v, ETensor):
                 self.table.push(i, v, force=True)
+        self._store_scalars(self.dyn_scalars)
 
     def pull_outputs(self):
         values = self.m.values
         for i in self.m.outputs:
             v = values[i]
             if isinstance(v, ETensor):
-                # Compiled kernels change only the sizes of dynamic tensors; data
-                # pointers and moved handles are changed on the Python side.
-                if v.dynamism:
+                # Compiled kernels change the sizes of dynamic tensors and (et_view)
+                # the data pointer of views; moved handles change on the Python side.
+                if v.dynamism or i in self.repointed:
                     self.table.pull(i, v)
+            elif i in self.dyn_scalars:
+                self._load_scalars((i,))
             elif isinstance(v, ListRef):
                 for k in v.items:
                     if k >= 0 and isinstance(values[k], ETensor):

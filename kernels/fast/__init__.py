@@ -18,14 +18,17 @@ import pkgutil
 
 _BINDERS: dict = {}
 _FALLBACKS: dict = {}
+_DYNAMIC_INTS: set = set()
 
 
-def register_fast(*names, fallback: bool = False):
+def register_fast(*names, fallback: bool = False, dynamic_ints: bool = False):
     """Register a binder under exact op names.
 
     One specialized binder per op; ``fallback=True`` registers a generic
     (any-dtype) binder that is tried when the specialized one declines or
-    does not exist.
+    does not exist. ``dynamic_ints=True`` says the binder accepts
+    ``context.IntSlot`` arguments (Ints computed at run time) and reads them
+    through ``ctx.int_ref``; other binders only ever see load-time constants.
     """
     def deco(fn):
         table = _FALLBACKS if fallback else _BINDERS
@@ -33,8 +36,16 @@ def register_fast(*names, fallback: bool = False):
             if n in table:
                 raise ValueError(f"fast binder {n!r} registered twice")
             table[n] = fn
+            if dynamic_ints and not fallback:
+                _DYNAMIC_INTS.add(n)
         return fn
     return deco
+
+
+def takes_dynamic_ints(name: str) -> bool:
+    """Whether ``name``'s (specialized) binder accepts run-time Int arguments."""
+    get_binder("")
+    return name in _DYNAMIC_INTS and name not in _FALLBACKS
 
 
 def _chain(first, second):

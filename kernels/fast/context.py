@@ -4,6 +4,20 @@ from __future__ import annotations
 import numpy as np
 
 
+class IntSlot(int):
+    """An Int argument computed at run time (by a prim op such as ``sym_size``).
+
+    Its int value is only the load-time placeholder; a binder registered with
+    ``dynamic_ints=True`` must pass ``ctx.int_ref(x)`` to its kernel, which reads
+    the current value through that address on every run.
+    """
+
+    def __new__(cls, value, addr):
+        o = int.__new__(cls, value)
+        o.addr = addr
+        return o
+
+
 class BindContext:
     """Maps tensors to descriptor-row addresses and keeps argument blocks alive.
 
@@ -29,6 +43,15 @@ class BindContext:
         b = np.zeros(max(int(nbytes), 1) + 64, np.uint8)
         self.scratch.append(b)
         return b.ctypes.data
+
+    def int_ref(self, x) -> int:
+        """Address of an int64 holding ``x`` at run time: the run-time slot of an
+        ``IntSlot``, else a constant word owned by the method."""
+        if isinstance(x, IntSlot):
+            return x.addr
+        w = np.array([int(x)], np.int64)
+        self.scratch.append(w)
+        return w.ctypes.data
 
     def bind(self, cfunc, words):
         block = np.array([int(w) for w in words], np.int64)

@@ -24,6 +24,7 @@ import numpy as np
 from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.context import IntSlot
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
                              ST_I64, desc, is_contiguous, lazy, ptr_like, resize_like, resize_to)
 
@@ -355,8 +356,8 @@ def view_kernel(block):
         d = block[5]
         step = block[8]
         n = a[8 + d]
-        start = _clamp(block[6], n)
-        end = _clamp(block[7], n)
+        start = _clamp(ptr_like(block[6], np.int64(0))[0], n)  # run-time Ints (ctx.int_ref)
+        end = _clamp(ptr_like(block[7], np.int64(0))[0], n)
         for i in range(na):
             w[W_SZ + i] = a[8 + i]
             w[W_SS + i] = a[24 + i]
@@ -599,14 +600,16 @@ def bind_squeeze_dim(ctx, self, dim, out):
     return bind_squeeze_dims(ctx, self, [dim], out)
 
 
-@register_fast("aten::slice_copy.Tensor_out")
+@register_fast("aten::slice_copy.Tensor_out", dynamic_ints=True)
 def bind_slice(ctx, self, dim, start, end, step, out):
-    d = _norm_dim(dim, self.ndim) if self.ndim else None
-    if d is None or not isinstance(step, int) or step <= 0:
+    d = _norm_dim(dim, self.ndim) if self.ndim and not isinstance(dim, IntSlot) else None
+    if d is None or not isinstance(step, int) or isinstance(step, IntSlot) or step <= 0:
         return None
-    start = 0 if start is None else max(-BIG, min(BIG, int(start)))
-    end = BIG if end is None else max(-BIG, min(BIG, int(end)))
-    return _bind_view(ctx, OP_SLICE, self, out, [d, start, end, step])
+    if not isinstance(start, IntSlot):
+        start = 0 if start is None else max(-BIG, min(BIG, int(start)))
+    if not isinstance(end, IntSlot):
+        end = BIG if end is None else max(-BIG, min(BIG, int(end)))
+    return _bind_view(ctx, OP_SLICE, self, out, [d, ctx.int_ref(start), ctx.int_ref(end), step])
 
 
 @register_fast("aten::select_copy.int_out")
