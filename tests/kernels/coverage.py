@@ -352,7 +352,39 @@ OVERRIDES.update({
         "value": ("t", (1, 1, 2, 4)), "cache": ("t", (1, 4, 2, 4)), "start_pos": 0,
         "indices": ("i", (1, 1), 4)},
     "llama::fast_hadamard_transform.out": {"mat": ("t", (2, 4))},
+    # per-token qparams [B, S, H, 1]; int8 column: quantized q/k/v, float columns: plain SDPA
+    "llama::custom_quantized_sdpa.out": {
+        "query": ("t", (1, 2, 2, 4)), "key": ("t", (1, 3, 2, 4)), "value": ("t", (1, 3, 2, 4)),
+        "start_pos": 1, "is_causal": True, "q_zero_points": ("q8", (1, 2, 2, 1)),
+        "k_zero_points": ("q8", (1, 3, 2, 1)), "v_zero_points": ("q8", (1, 3, 2, 1)),
+        "q_scales": ("c", [[[[0.05]] * 2] * 2], "float32"),
+        "k_scales": ("c", [[[[0.04]] * 2] * 3], "float32"),
+        "v_scales": ("c", [[[[0.03]] * 2] * 3], "float32")},
+    "llama::quantized_moe_ffn.out": {
+        "x": ("t", (3, 32)), "gate_weight": ("f", (4, 32)), "expert_bias": ("f", (4,)),
+        "packed_w13": lambda dt: _moe_packed(64, 32), "packed_w2": lambda dt: _moe_packed(32, 32),
+        "num_activated_experts": 2, "num_experts": 4, "hidden_dim": 32, "dim": 32,
+        "group_size": 32, "weight_nbit": 4, "score_func": "sigmoid", "route_scale": 2.5},
+    "preprocess::tile_crop.out": {"input": ("t", (3, 4, 6)), "tile_size": 2},
 })
+for _n in ("gated_delta_rule", "channelwise_gated_delta_rule"):  # one token: the C++ decode route
+    OVERRIDES[f"llama::{_n}.out"] = {
+        "query": ("t", (1, 2, 1, 4)), "key": ("t", (1, 1, 1, 4)), "value": ("t", (1, 1, 1, 5)),
+        "decay": ("pos", (1, 1, 1, 4)), "beta": ("t", (1, 1, 1)),
+        "initial_state": ("t", (1, 1, 4, 5))}
+
+
+def _moe_packed(n, k, experts=4, group=32):
+    """[experts, bytes] torchao-packed int4 [n, k] weights (kernels/llm_extra.py): a 64-byte
+    header, then per 8 rows and group: random nibbles, eight 0.02 scales, eight (unused) sums."""
+    import numpy as np
+    import torch
+    blocks = (n + 7) // 8 * (k // group)
+    vals = np.random.default_rng(n * k).integers(0, 256, (experts, blocks, group * 4))
+    scales = np.full((experts, blocks, 8), 0.02, np.float32).view(np.uint8)
+    body = np.concatenate([vals.astype(np.uint8), scales, np.zeros_like(scales)], axis=2)
+    head = np.zeros((experts, 64), np.uint8)
+    return torch.from_numpy(np.concatenate([head, body.reshape(experts, -1)], axis=1))
 for _bits, _cols in ((8, 4), (4, 2), (2, 1)):
     _n = "byte" if _bits == 8 else f"{_bits}bit"
     for _ov in ("out", "dtype_out"):
@@ -381,6 +413,10 @@ ET_DTYPES = {
     "llama::sdpa_with_kv_cache.out": {"float16", "bfloat16", "float32"},
     "llama::custom_sdpa.out": {"float16", "bfloat16", "float32"},
     "llama::fast_hadamard_transform.out": {"float16", "float32", "float64"},
+    "llama::custom_quantized_sdpa.out": {"int8", "float16", "bfloat16", "float32"},
+    "llama::gated_delta_rule.out": {"float32"},
+    "llama::channelwise_gated_delta_rule.out": {"float32"},
+    "llama::quantized_moe_ffn.out": {"float32"},
 }
 
 # Ops whose out tensor is a placeholder (the result is the mutated input): out checked by shape.
@@ -405,8 +441,27 @@ def _mixed_linear(input, weight, weight_scales, weight_zero_points, dtype=None):
     return (input.float() @ w.T).to(dtype or input.dtype)
 
 
+def _custom_quantized_sdpa(query, *args):
+    """ExecuTorch's C++ kernel through its out variant (the functional one allocates a float32
+    out, which the kernel rejects for float16/bfloat16 queries)."""
+    import torch
+    dt = torch.float32 if query.dtype == torch.int8 else query.dtype
+    out = torch.empty(query.shape, dtype=dt)
+    return torch.ops.llama.custom_quantized_sdpa.out(query, *args, out=out)
+
+
+def _tile_crop(input, tile_size):
+    """The C++ kernel through its out variant (the functional one allocates a wrong out)."""
+    import torch
+    c, h, w = input.shape
+    out = torch.empty(h // tile_size * (w // tile_size), c, tile_size, tile_size, dtype=input.dtype)
+    return torch.ops.preprocess.tile_crop.out(input, tile_size, out=out)
+
+
 # Ops torch registers without a CPU kernel: a short torch expression is the reference.
 CUSTOM_TORCH = {"quantized_decomposed::add.out": _q_add,
+                "llama::custom_quantized_sdpa.out": _custom_quantized_sdpa,
+                "preprocess::tile_crop.out": _tile_crop,
                 "quantized_decomposed::mixed_mm.out": _mixed_mm,
                 "quantized_decomposed::mixed_linear.out": _mixed_linear}
 
@@ -424,7 +479,10 @@ class _CustomOp:
 # (llama's torch out kernels are ExecuTorch's C++ ones, which do not resize torch outs).
 FORCE_FUNCTIONAL = {"llama::sdpa_with_kv_cache.out", "llama::custom_sdpa.out",
                     "llama::update_cache.out", "llama::update_cache_with_indices.out",
-                    "llama::fast_hadamard_transform.out"}
+                    "llama::fast_hadamard_transform.out", "llama::custom_quantized_sdpa.out",
+                    "llama::gated_delta_rule.out", "llama::channelwise_gated_delta_rule.out",
+                    "llama::quantized_moe_ffn.out", "llama::fallback.out",
+                    "preprocess::tile_crop.out"}
 FORCE_FUNCTIONAL |= {f"quantized_decomposed::embedding_{n}.{ov}" for n in ("byte", "2bit", "4bit")
                      for ov in ("out", "dtype_out")}
 
@@ -604,7 +662,7 @@ def _resolve_torch_op(name):
             import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401
         except Exception:  # noqa: BLE001
             pass
-    if ns == "llama":
+    if ns in ("llama", "preprocess"):
         from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     packet = getattr(getattr(torch.ops, ns), op)
     ov = ov or "default"
