@@ -519,32 +519,40 @@ PRIM_CASES = {
 def _prim_tensor_cases():
     """Tensor-valued prim ops: name -> () -> None (raises AssertionError on mismatch)."""
     import numpy as np
-    from tests.kernels.helpers import bound_out, call, static_out
+    from tests.kernels.helpers import (bound_out, call, call_fast_prim,
+                                       run_fast_prim_tensor_op, static_out)
 
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
 
     def sym_size():
-        assert call("aten::sym_size.int", a, 1) == 3 and call("aten::sym_size.int", a, -2) == 2
+        for f in (call, call_fast_prim):
+            assert f("aten::sym_size.int", a, 1) == 3 and f("aten::sym_size.int", a, -2) == 2
 
     def sym_numel():
-        assert call("aten::sym_numel", a) == 6
+        assert call("aten::sym_numel", a) == 6 == call_fast_prim("aten::sym_numel", a)
 
     def local_scalar():
-        got = call("aten::_local_scalar_dense", np.array(2.5, np.float64))
-        assert got == 2.5 and isinstance(got, float), got
-        got = call("aten::_local_scalar_dense", np.array(7, np.int64))
-        assert got == 7 and isinstance(got, int), got
+        for f in (call, call_fast_prim):
+            got = f("aten::_local_scalar_dense", np.array(2.5, np.float64))
+            assert got == 2.5 and isinstance(got, float), got
+            got = f("aten::_local_scalar_dense", np.array(7, np.int64))
+            assert got == 7 and isinstance(got, int), got
 
     def copy_index():
         dst = bound_out((3, 3), np.float32)
         call("executorch_prim::et_copy_index.tensor", dst, a[0], 0)
         call("executorch_prim::et_copy_index.tensor", dst, a[1], 1)
         np.testing.assert_array_equal(dst.numpy()[:2], a)
+        # compiled: the index arrives through a value record
+        got = run_fast_prim_tensor_op("executorch_prim::et_copy_index.tensor", a)
+        np.testing.assert_array_equal(got, a)
 
     def view():
         out = static_out((3, 2), np.float32)
         call("executorch_prim::et_view.default", a, [3, -1], out)
         np.testing.assert_array_equal(out.numpy(), a.reshape(3, 2))
+        got = run_fast_prim_tensor_op("executorch_prim::et_view.default", a)
+        np.testing.assert_array_equal(got, a.reshape(3, 2))
 
     return {"aten::sym_size.int": sym_size, "aten::sym_numel": sym_numel,
             "aten::_local_scalar_dense": local_scalar,
@@ -876,7 +884,7 @@ def _run_cell(name, op, functional, dt, rng, binder):
 
 
 def _run_prim(name):
-    from tests.kernels.helpers import call
+    from tests.kernels.helpers import call, call_fast_prim
     fn = _prim_tensor_cases().get(name)
     if fn is not None:
         try:
@@ -885,7 +893,7 @@ def _run_prim(name):
             return Cell("missing", "mismatch: " + _short(e))
         except Exception as e:  # noqa: BLE001
             return Cell("missing", _short(e))
-        return Cell("reference")
+        return Cell("compiled")  # each case checks both tiers
     case = PRIM_CASES.get(name)
     if case is None:
         return Cell("untested", "no sample case (tensor-valued prim op)")
@@ -896,7 +904,16 @@ def _run_prim(name):
         return Cell("missing", _short(e))
     if got != want or type(got) is not type(want):
         return Cell("missing", f"mismatch: got {got!r}, want {want!r}")
-    return Cell("reference")
+    from kernels.fast.prim import OPS
+    if name not in OPS:
+        return Cell("reference")
+    try:
+        got = call_fast_prim(name, *args)
+    except Exception as e:  # noqa: BLE001
+        return Cell("reference", "compiled prim op failed: " + _short(e))
+    if got != want or type(got) is not type(want):
+        return Cell("missing", f"compiled mismatch: got {got!r}, want {want!r}")
+    return Cell("compiled")
 
 
 def sweep(ops=None, dtypes=DTYPES, seed=0) -> list[Row]:

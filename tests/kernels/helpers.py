@@ -131,3 +131,71 @@ def check_compiled(name, args, out_shape, dtype, dim_order=None):
         assert out.shape == tuple(out_shape)
         assert_close(out.numpy(), ref.numpy(), rtol=0, atol=0)
     return ref.numpy()
+
+
+def call_fast_prim(name: str, *args):
+    """Run a compiled scalar prim op (kernels/fast/prim.py) over value records the way
+    the fast loop does; returns its result, or raises RuntimeError with the status.
+    Tensor operands (sym_size, sym_numel, _local_scalar_dense) may be numpy arrays."""
+    import ctypes
+
+    from cython_ext.desc import DescTable
+    from kernels.fast import prim
+    from kernels.fast.context import BindContext
+    from pyruntime.fastpath import _decode, _encode
+
+    vals = [as_value(a) for a in args]
+    tensors = [v for v in vals if isinstance(v, ETensor)]
+    table = DescTable(tensors, [t.storage for t in tensors])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [])
+    recs = np.zeros((len(vals) + 1, 2), np.int64)
+    base = recs.ctypes.data
+    refs = []
+    for i, v in enumerate(vals):
+        if isinstance(v, ETensor):
+            refs.append(ctx.desc(v))
+        elif prim.OPS[name] == prim.P_SYM_SIZE:
+            refs.append(int(v))  # the dim is a plain word
+        else:
+            recs[i + 1] = _encode(v)
+            refs.append(base + 16 * (i + 1))
+    fn, block = prim.bind_scalar(ctx, name, base, refs)
+    status = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)(block)
+    if status:
+        raise RuntimeError(f"{name}: compiled prim op returned status {status}")
+    return _decode(*recs[0])
+
+
+def run_fast_prim_tensor_op(name: str, a: np.ndarray) -> np.ndarray:
+    """The compiled ``et_view`` (``a`` viewed as ``[3, -1]``) or ``et_copy_index``
+    (``a``'s rows copied one by one into a growing tensor), sizes and index read
+    from value records as in the fast loop; returns the result."""
+    import ctypes
+
+    from cython_ext.desc import DescTable
+    from kernels.fast import prim
+    from kernels.fast.context import BindContext
+    from pyruntime.fastpath import _encode
+
+    run = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+    src = ETensor.from_array(np.ascontiguousarray(a))
+    if name == "executorch_prim::et_view.default":
+        out = bound_out((a.size, a.size), a.dtype)
+        recs = np.array([_encode(3), _encode(-1)], np.int64)
+        refs = [recs.ctypes.data, recs.ctypes.data + 16]
+    else:
+        out = bound_out((a.shape[0] + 1,) + a.shape[1:], a.dtype)
+        rows = [ETensor.from_array(np.ascontiguousarray(r)) for r in a]
+    tensors = [out, src] if name == "executorch_prim::et_view.default" else [out] + rows
+    table = DescTable(tensors, [t.storage for t in tensors])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [])
+    if name == "executorch_prim::et_view.default":
+        fn, block = prim.bind_view(ctx, src, out, refs)
+        assert run(fn)(block) == 0
+    else:
+        for i, r in enumerate(rows):
+            rec = np.array(_encode(i), np.int64)
+            fn, block = prim.bind_copy_index(ctx, out, r, rec.ctypes.data)
+            assert run(fn)(block) == 0
+    table.pull(0, out)
+    return out.numpy().copy()

@@ -29,12 +29,6 @@ KNOWN_GAPS = {
     "aten::_upsample_bilinear2d_aa.out": (
         {"uint8"}, "off by one at rounding boundaries: ATen's uint8 antialias path uses "
                    "fixed-point weights, ours rounds the float result"),
-    "llama::custom_quantized_sdpa.out": ("all", _UNREGISTERED),
-    "llama::gated_delta_rule.out": ("all", _UNREGISTERED),
-    "llama::channelwise_gated_delta_rule.out": ("all", _UNREGISTERED),
-    "llama::quantized_moe_ffn.out": ("all", _UNREGISTERED),
-    "llama::fallback.out": ("all", _UNREGISTERED),
-    "preprocess::tile_crop.out": ("all", _UNREGISTERED),
 }
 
 
