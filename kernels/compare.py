@@ -106,4 +106,13 @@ def clamp_out(self, min, max, out):  # noqa: A002  (schema names)
 
 @register("aten::clamp.Tensor_out")
 def clamp_tensor_out(self, min, max, out):  # noqa: A002
-    _clamp("aten::clamp.Tensor_out", self, min, max, out)
+    op = "aten::clamp.Tensor_out"
+    if (min is None) != (max is None) and result_type(self, min, max) == BOOL:
+        # ATen's clamp_min / clamp_max take bool (maximum / minimum: logical or / and);
+        # only clamp with both bounds refuses it.
+        check_out(op, BOOL, out)
+        broadcast_shape(op, self, min, max)
+        fn = np.maximum if max is None else np.minimum
+        emit(out, fn(self.numpy(), (max if min is None else min).numpy()), BOOL)
+        return
+    _clamp(op, self, min, max, out)

@@ -149,3 +149,13 @@ def test_clamp_tensor_nan_bound_and_dim_order():
 def test_clamp_needs_a_bound():
     with pytest.raises(ExecuTorchError, match="min"):
         call("aten::clamp.out", np.ones(3, np.float32), None, None, static_out((3,), np.float32))
+
+
+@pytest.mark.parametrize("bounds", ["min", "max", "both"])
+@pytest.mark.parametrize("out_dtype", ["bool", "int32"])
+def test_clamp_tensor_bool(bounds, out_dtype):
+    # ATen: clamp_min / clamp_max take bool (logical or / and); clamp with both bounds refuses
+    x = make((2, 1, 4), "bool", seed=1)
+    lo = make((3, 1), "bool", seed=2) if bounds != "max" else None
+    hi = make((4,), "bool", seed=3) if bounds != "min" else None
+    check("aten::clamp.Tensor_out", torch.clamp, x, lo, hi, out_dtype=out_dtype)

@@ -20,9 +20,6 @@ _UNREGISTERED = "no reference kernel registered yet"
 # op -> (dtypes or "all", reason). Keep short and honest: test_known_gaps_are_real fails once
 # a gap is closed, so entries must be removed when fixed.
 KNOWN_GAPS = {
-    "aten::clamp.Tensor_out": (
-        {"bool"}, "the kernel refuses bool operands; ATen accepts them (clamp of bools is "
-                  "max/min, i.e. or/and)"),
     "aten::upsample_bilinear2d.vec_out": (
         {"uint8"}, "off by one at rounding boundaries: ATen's uint8 path uses fixed-point "
                    "weights, ours rounds the float result"),
