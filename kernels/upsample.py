@@ -103,6 +103,9 @@ def upsample_bilinear2d_vec_out(input, output_size, align_corners, scale_factors
     op = "aten::upsample_bilinear2d.vec_out"
     (oh, ow), (sh, sw) = _sizes(op, input, output_size, scale_factors)
     H, W = input.shape[-2:]
+    if input.dtype == np.uint8:
+        out.write(_u8_resample(input.numpy(), oh, ow, align_corners, sh, sw, False))
+        return
     dt = _opmath(input.dtype)
     res = _separable(input.numpy(), _linear_matrix(H, oh, align_corners, sh, dt),
                      _linear_matrix(W, ow, align_corners, sw, dt), dt)
@@ -125,11 +128,89 @@ def _aa_matrix(in_size, out_size, align_corners, scale, dt):
     return np.where(total != 0, w / np.where(total != 0, total, 1), w).astype(dt)
 
 
+# ---- uint8: ATen's fixed-point separable path ---------------------------------------------
+# ATen resamples uint8 images with int16 weights (HelperInterpBase::
+# _compute_index_ranges_int16_weights): the double weights of each axis are scaled by
+# 2**precision (the largest precision keeping the biggest weight under 2**14), rounded
+# half away from zero, and each pass computes (sum(w * x) + 2**(precision-1)) >> precision
+# clamped to [0, 255]; the width is resampled first, into a uint8 intermediate, then the
+# height; an axis whose size does not change is skipped. (Same numbers in ATen's AVX2
+# kernel and its generic fallback; ATen's fallback, used for more than 4 channels in
+# contiguous layout, has a bug for output width 1 that reuses row 0's weights for every
+# row; that bug is not reproduced here.)
+
+def _u8_axis_weights(in_size, out_size, align_corners, scale, antialias):
+    """(xmin (out,), weights (out, K) int64, precision) for one axis."""
+    if align_corners:
+        s = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    elif scale is not None and scale > 0:
+        s = 1.0 / scale
+    else:
+        s = in_size / out_size
+    o = np.arange(out_size, dtype=np.float64)
+
+    def tent(x):
+        x = np.abs(x)
+        return np.where(x < 1.0, 1.0 - x, 0.0)
+
+    if antialias:
+        support = s if s >= 1.0 else 1.0
+        inv = 1.0 / s if s >= 1.0 else 1.0
+        k = int(np.ceil(support)) * 2 + 1
+        center = s * (o + 0.5)
+        xmin = np.maximum(np.trunc(center - support + 0.5), 0).astype(np.int64)
+        xsize = np.clip(np.minimum(np.trunc(center + support + 0.5), in_size).astype(np.int64)
+                        - xmin, 0, k)
+        j = np.arange(k)
+        w = tent(((j[None, :] + xmin[:, None]) - center[:, None] + 0.5) * inv)
+        w = np.where(j[None, :] < xsize[:, None], w, 0.0)
+        total = np.zeros(out_size)
+        for c in range(k):  # in order, as ATen sums them
+            total += w[:, c]
+        w = np.where(total[:, None] != 0, w / np.where(total != 0, total, 1)[:, None], w)
+    else:
+        real = s * o if align_corners else np.maximum(s * (o + 0.5) - 0.5, 0.0)
+        xmin = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
+        lam = np.clip(real - xmin, 0.0, 1.0)
+        w0, w1 = tent(-lam), tent(1.0 - lam)
+        last = xmin >= in_size - 1  # a single tap holding both weights
+        w = np.stack([np.where(last, w0 + w1, w0), np.where(last, 0.0, w1)], axis=1)
+    wmax = w.max(initial=0.0)
+    prec = 0
+    while prec < 22 and int(0.5 + wmax * (1 << (prec + 1))) < (1 << 15):
+        prec += 1
+    v = w * (1 << prec)
+    return xmin, np.where(v < 0, np.trunc(v - 0.5), np.trunc(v + 0.5)).astype(np.int64), prec
+
+
+def _u8_pass(x, axis, out_size, align_corners, scale, antialias):
+    in_size = x.shape[axis]
+    xmin, w, prec = _u8_axis_weights(in_size, out_size, align_corners, scale, antialias)
+    xm = np.moveaxis(x, axis, -1).astype(np.int64)
+    acc = np.full(xm.shape[:-1] + (out_size,), 1 << (prec - 1), np.int64)
+    for j in range(w.shape[1]):
+        acc += xm[..., np.minimum(xmin + j, in_size - 1)] * w[:, j]
+    return np.moveaxis(np.clip(acc >> prec, 0, 255).astype(np.uint8), -1, axis)
+
+
+def _u8_resample(x, oh, ow, align_corners, sh, sw, antialias):
+    if x.size == 0 or oh == 0 or ow == 0:
+        return np.zeros(x.shape[:-2] + (oh, ow), np.uint8)
+    if ow != x.shape[-1]:
+        x = _u8_pass(x, -1, ow, align_corners, sw, antialias)
+    if oh != x.shape[-2]:
+        x = _u8_pass(x, -2, oh, align_corners, sh, antialias)
+    return x
+
+
 @register("aten::_upsample_bilinear2d_aa.out")
 def _upsample_bilinear2d_aa_out(self, output_size, align_corners, scales_h, scales_w, out):
     op = "aten::_upsample_bilinear2d_aa.out"
     (oh, ow), _ = _sizes(op, self, output_size, None)
     H, W = self.shape[-2:]
+    if self.dtype == np.uint8:
+        out.write(_u8_resample(self.numpy(), oh, ow, align_corners, scales_h, scales_w, True))
+        return
     dt = _opmath(self.dtype)
     res = _separable(self.numpy(), _aa_matrix(H, oh, align_corners, scales_h, dt),
                      _aa_matrix(W, ow, align_corners, scales_w, dt), dt)

@@ -19,14 +19,7 @@ TABLE = ROOT / "docs" / "COVERAGE.md"
 _UNREGISTERED = "no reference kernel registered yet"
 # op -> (dtypes or "all", reason). Keep short and honest: test_known_gaps_are_real fails once
 # a gap is closed, so entries must be removed when fixed.
-KNOWN_GAPS = {
-    "aten::upsample_bilinear2d.vec_out": (
-        {"uint8"}, "off by one at rounding boundaries: ATen's uint8 path uses fixed-point "
-                   "weights, ours rounds the float result"),
-    "aten::_upsample_bilinear2d_aa.out": (
-        {"uint8"}, "off by one at rounding boundaries: ATen's uint8 antialias path uses "
-                   "fixed-point weights, ours rounds the float result"),
-}
+KNOWN_GAPS: dict = {}
 
 
 @pytest.fixture(scope="module")

@@ -111,14 +111,23 @@ def test_adaptive_avg_pool2d(shape, osize, dtype):
 def test_declines_and_failures():
     x = _rand((1, 2, 6, 6), np.float32)
     mo = lambda s: (static_out(s, np.float32), static_out(s, np.int64))  # noqa: E731
-    # padding over half the kernel, integer input, channels-last: reference kernel
+    # padding over half the kernel: the reference kernel (which raises)
     assert call_fast(MAXP, x, [2, 2], [2, 2], [2, 2], [1, 1], False, *mo((1, 2, 5, 5))) is None
-    assert call_fast(MAXP, x.astype(np.int64), [2, 2], [2, 2], [0, 0], [1, 1], False,
-                     static_out((1, 2, 3, 3), np.int64), static_out((1, 2, 3, 3), np.int64)) \
-        is None
-    t = ETensor.empty(from_numpy_dtype(np.float32), (1, 2, 6, 6), dim_order=(0, 2, 3, 1))
-    assert call_fast(AVGP, t, [2, 2], [2, 2], [0, 0], False, True, None,
-                     static_out((1, 2, 3, 3), np.float32)) is None
+    # integer input, channels-last: the any-dtype fallback (kernels/fast/anyspatial.py)
+    xi = x.astype(np.int64)
+    got = (static_out((1, 2, 3, 3), np.int64), static_out((1, 2, 3, 3), np.int64))
+    want = (static_out((1, 2, 3, 3), np.int64), static_out((1, 2, 3, 3), np.int64))
+    assert call_fast(MAXP, xi, [2, 2], [2, 2], [0, 0], [1, 1], False, *got) == 0
+    call(MAXP, xi, [2, 2], [2, 2], [0, 0], [1, 1], False, *want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    t = ETensor.from_array(x)
+    cl = ETensor.empty(from_numpy_dtype(np.float32), (1, 2, 6, 6), dim_order=(0, 2, 3, 1))
+    cl.write(x)
+    out, ref = static_out((1, 2, 3, 3), np.float32), static_out((1, 2, 3, 3), np.float32)
+    assert call_fast(AVGP, cl, [2, 2], [2, 2], [0, 0], False, True, None, out) == 0
+    call(AVGP, t, [2, 2], [2, 2], [0, 0], False, True, None, ref)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6)
     assert call_fast(AVGP, x, [2, 2], [2, 2], [0, 0], False, True, 0,
                      static_out((1, 2, 3, 3), np.float32)) is None
     # a window larger than the input / a static out of the wrong shape: error status
