@@ -71,7 +71,7 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol=1e-5, atol=1e-5):
         np.testing.assert_array_equal(got, want)
 
 
-def bind_fast(name: str, *args):
+def bind_fast(name: str, *args, typed: bool = False):
     """Bind ``name``'s compiled kernel once, as a method load does.
 
     Returns ``run() -> status``, which may be called again after inputs are
@@ -85,7 +85,11 @@ def bind_fast(name: str, *args):
     from kernels.fast import get_binder
     from kernels.fast.context import BindContext
 
-    binder = get_binder(name)
+    if typed:  # only the specialized (typed) binder, not the any-dtype fallback
+        from kernels.fast import _BINDERS
+        binder = _BINDERS.get(name)
+    else:
+        binder = get_binder(name)
     assert binder is not None, f"no compiled kernel for {name}"
     vals = [as_value(a) for a in args]
     flat = []
@@ -111,10 +115,11 @@ def bind_fast(name: str, *args):
     return run
 
 
-def call_fast(name: str, *args):
+def call_fast(name: str, *args, typed: bool = False):
     """Run ``name``'s compiled kernel once, the way the fast loop does: its status
-    code, or ``None`` when the binder declines these arguments."""
-    run = bind_fast(name, *args)
+    code, or ``None`` when the binder declines these arguments. ``typed=True``
+    tries only the specialized binder (what it declines, the fallback takes)."""
+    run = bind_fast(name, *args, typed=typed)
     return None if run is None else run()
 
 

@@ -121,18 +121,21 @@ def test_input_resized_at_run_time(name):
 def test_declines_and_failures():
     x = _rand((2, 3), np.float32)
     o = static_out((2,), np.float32)
-    # other dtypes / mixed dtypes / dtype-argument mismatch stay on the reference kernel
+    # the typed kernel declines other dtypes / mixed dtypes / a dtype-argument mismatch
     assert call_fast("aten::sum.IntList_out", x.astype(np.int32), [1], False, None,
-                     static_out((2,), np.int32)) is None
+                     static_out((2,), np.int32), typed=True) is None
     assert call_fast("aten::sum.IntList_out", x, [1], False, None,
-                     static_out((2,), np.float64)) is None
+                     static_out((2,), np.float64), typed=True) is None
     assert call_fast("aten::mean.out", x, [1], False, int(from_numpy_dtype(np.float64)),
-                     o) is None
-    assert call_fast("aten::sum.IntList_out", x, [1, 1], False, None, o) is None
-    assert call_fast("aten::sum.IntList_out", x, [2], False, None, o) is None
+                     o, typed=True) is None
+    assert call_fast("aten::sum.IntList_out", x, [1, 1], False, None, o, typed=True) is None
+    assert call_fast("aten::sum.IntList_out", x, [2], False, None, o) is None  # bad dim
+    # the any-dtype fallback takes the other dtypes
+    assert call_fast("aten::sum.IntList_out", x.astype(np.int32), [1], False, None,
+                     static_out((2,), np.int32)) == 0
     # a non-contiguous dim order declines
     t = ETensor.empty(from_numpy_dtype(np.float32), (2, 3), dim_order=(1, 0))
-    assert call_fast("aten::sum.IntList_out", t, [1], False, None, o) is None
+    assert call_fast("aten::sum.IntList_out", t, [1], False, None, o, typed=True) is None
     # a static out of the wrong shape fails (the loop then reruns the reference for the error)
     assert call_fast("aten::sum.IntList_out", x, [1], False, None,
                      static_out((3,), np.float32)) not in (None, 0)
