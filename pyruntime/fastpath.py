@@ -22,7 +22,7 @@ from cython_ext._loop import Loop
 from cython_ext.desc import DescTable
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
-from kernels.fast import get_binder, takes_dynamic_ints
+from kernels.fast import dynamic_binder, get_binder
 from kernels.fast import prim
 from kernels.fast.context import BindContext, IntSlot
 from pyruntime.values import ListRef
@@ -284,24 +284,28 @@ class FastPlan:
         if binder is None:
             return False
         used = args[:nargs]
-        slots = takes_dynamic_ints(name)
         vals = []
+        runtime_ints = False  # some Int argument is computed at run time
         for j in used:
             v = values[j]
             if isinstance(v, ListRef):
                 if any(k in dynamic for k in v.items):
-                    items = [self._int_slot(k) if k in dynamic else values[k]
-                             for k in v.items]
-                    if not slots or any(x is None for x in items):
+                    v = [self._int_slot(k) if k in dynamic else values[k] for k in v.items]
+                    if any(x is None for x in v):
                         return False
-                    vals.append(items)
-                    continue
-                v = v.resolve(values)
+                    runtime_ints = True
+                else:
+                    v = v.resolve(values)
             elif j in dynamic:
-                v = self._int_slot(j) if slots else None
+                v = self._int_slot(j)
                 if v is None:
                     return False
+                runtime_ints = True
             vals.append(v)
+        if runtime_ints:
+            binder = dynamic_binder(name)
+            if binder is None:
+                return False
         r = binder(self.ctx, *vals)
         if r is None:
             return False

@@ -42,10 +42,11 @@ def register_fast(*names, fallback: bool = False, dynamic_ints: bool = False):
     return deco
 
 
-def takes_dynamic_ints(name: str) -> bool:
-    """Whether ``name``'s (specialized) binder accepts run-time Int arguments."""
+def dynamic_binder(name: str):
+    """The binder to call when some Int arguments are computed at run time: the
+    specialized binder if it accepts ``IntSlot``s (fallbacks never see them), else None."""
     get_binder("")
-    return name in _DYNAMIC_INTS and name not in _FALLBACKS
+    return _BINDERS[name] if name in _DYNAMIC_INTS else None
 
 
 def _chain(first, second):

@@ -67,17 +67,17 @@ def test_declines_and_errors():
     w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
     out = static_out((1, 4, 4, 4), np.float32)
     common = [[1, 1], [0, 0], [1, 1]]
-    assert call_fast(OP, x, w, None, *common, True, [0, 0], 1, out) is None  # transposed
+    assert call_fast(OP, x, w, None, *common, True, [0, 0], 1, out, typed=True) is None  # transposed
     assert call_fast(OP, x.astype(np.float16), w.astype(np.float16), None, *common, False,
-                     [0, 0], 1, static_out((1, 4, 4, 4), np.float16)) is None
-    assert call_fast(OP, x, w.astype(np.float64), None, *common, False, [0, 0], 1, out) is None
+                     [0, 0], 1, static_out((1, 4, 4, 4), np.float16), typed=True) is None
+    assert call_fast(OP, x, w.astype(np.float64), None, *common, False, [0, 0], 1, out, typed=True) is None
     x3 = RNG.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
     w3 = RNG.standard_normal((2, 2, 1, 1, 1)).astype(np.float32)
     assert call_fast(OP, x3, w3, None, [1] * 3, [0] * 3, [1] * 3, False, [0] * 3, 1,
-                     static_out((1, 2, 4, 4, 4), np.float32)) is None  # 3-D
+                     static_out((1, 2, 4, 4, 4), np.float32), typed=True) is None  # 3-D
     cl = ETensor(from_numpy_dtype(np.float32), x.shape, dim_order=(0, 2, 3, 1))
     cl.storage = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(-1).view(np.uint8)
-    assert call_fast(OP, cl, w, None, *common, False, [0, 0], 1, out) is None  # channels last
+    assert call_fast(OP, cl, w, None, *common, False, [0, 0], 1, out, typed=True) is None  # channels last
     # channels that do not match the weight fail (the loop then reports the reference error)
     assert call_fast(OP, x, w[:, :3].copy(), None, *common, False, [0, 0], 1, out) != 0
     assert call_fast(OP, x, w, None, *common, False, [0, 0], 1,

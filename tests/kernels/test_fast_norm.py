@@ -71,14 +71,14 @@ def test_batch_norm_failures_and_declines():
     bad = outs()
     bad[1] = static_out((3,), np.float32)
     assert call_fast(BN, x, None, None, rm, rv, 0.1, 1e-5, *bad) not in (None, 0)
-    # mixed dtypes, half floats, channels-last input: reference kernel
-    assert call_fast(BN, x, None, None, rm.astype(np.float64), rv, 0.1, 1e-5, *outs()) is None
+    # mixed dtypes, half floats, channels-last input: the typed kernel declines (kernels/fast/anynn.py takes them)
+    assert call_fast(BN, x, None, None, rm.astype(np.float64), rv, 0.1, 1e-5, *outs(), typed=True) is None
     assert call_fast(BN, x.astype(np.float16), None, None, rm.astype(np.float16),
                      rv.astype(np.float16), 0.1, 1e-5, static_out((2, 3, 4), np.float16),
-                     static_out((0,), np.float16), static_out((0,), np.float16)) is None
+                     static_out((0,), np.float16), static_out((0,), np.float16), typed=True) is None
     t = ETensor.empty(from_numpy_dtype(np.float32), (2, 3, 4, 4), dim_order=(0, 2, 3, 1))
     assert call_fast(BN, t, None, None, rm, rv, 0.1, 1e-5, static_out((2, 3, 4, 4), np.float32),
-                     static_out((0,), np.float32), static_out((0,), np.float32)) is None
+                     static_out((0,), np.float32), static_out((0,), np.float32), typed=True) is None
 
 
 # ---- layer norm ---------------------------------------------------------------------
@@ -104,7 +104,7 @@ def test_layer_norm_constant_rows_and_declines():
     assert call_fast(LN, x, [3], None, None, 1e-5, static_out((3, 8), np.float32),
                      static_out((3, 1), np.float32), static_out((3, 1), np.float32)) is None
     assert call_fast(LN, x, [8], np.ones(8), None, 1e-5, static_out((3, 8), np.float32),
-                     static_out((3, 1), np.float32), static_out((3, 1), np.float32)) is None
+                     static_out((3, 1), np.float32), static_out((3, 1), np.float32), typed=True) is None
     # a weight with the wrong number of elements fails at run time
     assert call_fast(LN, x, [8], np.ones(5, np.float32), None, 1e-5,
                      static_out((3, 8), np.float32), static_out((3, 1), np.float32),

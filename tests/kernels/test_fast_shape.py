@@ -262,12 +262,19 @@ def test_dynamic_inputs_change_between_runs():
 
 def test_declines():
     x = rand((2, 3), np.float32)
-    # dtype changes that are not byte moves stay on the reference kernel
-    assert call_fast("aten::permute_copy.out", x, [1, 0], static_out((3, 2), np.float64)) is None
-    assert call_fast("aten::clone.out", x, None, static_out((2, 3), np.float16)) is None
+    # the byte-moving kernels decline dtype changes; the any-dtype fallback
+    # (kernels/fast/anymove.py) takes them
+    for args, shape, dt in [(("aten::permute_copy.out", x, [1, 0]), (3, 2), np.float64),
+                            (("aten::clone.out", x, None), (2, 3), np.float16),
+                            (("aten::cat.out", [x, x.astype(np.float64)], 0), (4, 3),
+                             np.float64)]:
+        assert call_fast(*args, static_out(shape, dt), typed=True) is None
+        want = static_out(shape, dt)
+        call(*args, want)
+        got = static_out(shape, dt)
+        assert call_fast(*args, got) == 0
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert call_fast("aten::clone.out", x, 2, static_out((2, 3), np.float32)) is None
-    assert call_fast("aten::cat.out", [x, x.astype(np.float64)], 0,
-                     static_out((4, 3), np.float64)) is None
     assert call_fast("aten::slice_copy.Tensor_out", x, 0, 0, 1, 0,
                      static_out((1, 3), np.float32)) is None
     assert call_fast("aten::permute_copy.out", x, [0, 0], static_out((2, 2), np.float32)) is None
