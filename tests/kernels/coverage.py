@@ -999,7 +999,8 @@ def render(rows) -> str:
            f"* operators: {len(rows)} ("
            + ", ".join(f"{k} {v}" for k, v in libs.items()) + ")",
            f"* registered reference kernels: {sum(r.registered for r in rows)}; "
-           f"with a compiled binder: {sum(r.compiled_binder for r in rows)}",
+           f"with a compiled binder: {sum(r.compiled_binder for r in rows)} (the "
+           f"{sum(r.library == 'prim' for r in rows)} prim ops compile in the loop itself)",
            f"* op x dtype cells ({sum(cells.values())}): "
            + ", ".join(f"{k} {cells.get(k, 0)}" for k in SYMBOL),
            f"* scalar (prim) op cases ({sum(prim.values())}): "
