@@ -90,6 +90,14 @@ def test_known_gaps_are_real(by_op):
     assert not stale, f"KNOWN_GAPS entries that now pass (remove them): {stale}"
 
 
+def test_every_supported_cell_runs_compiled(rows):
+    """Issue 4's bar: every op x dtype cell torch supports matches torch on the compiled
+    tier too, not only on the reference kernels."""
+    reference_only = [(r.op, dt, c.reason) for r in rows for dt, c in r.cells.items()
+                      if c.status == "reference"]
+    assert not reference_only, reference_only
+
+
 def test_compiled_tier_is_exercised(rows):
     cells, _ = coverage.summary(rows)
     assert cells["compiled"] > 100
