@@ -1047,12 +1047,13 @@ def rows_from_json(text: str) -> list:
     return rows
 
 
-def sweep_isolated(timeout=900) -> list:
+def sweep_isolated(timeout=2700) -> list:
     """``sweep()`` in a fresh interpreter.
 
     Some torch ops abort the process on inputs they reject once other tests
     have registered ExecuTorch's C++ kernels over them; a clean interpreter
-    sees exactly what ``python -m tests.kernels.coverage`` sees.
+    sees exactly what ``python -m tests.kernels.coverage`` sees. On a fresh
+    machine this is also where most compiled kernels first compile (minutes).
     """
     import subprocess
     import sys
