@@ -22,8 +22,7 @@ from cython_ext._loop import Loop
 from cython_ext.desc import DescTable
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
-from kernels.fast import dynamic_binder, get_binder
-from kernels.fast import prim
+from kernels.fast import dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
 from pyruntime.values import ListRef
 
