@@ -44,8 +44,9 @@ from cython_ext import from_numpy_dtype
 from kernels.elementwise import BOOL, cast, fill_value, float_result
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64,
-                             ST_I16, ST_I32, ST_I64, ST_I8, ST_U8, bf16_to_f64, bits_to_f64, desc,
-                             elem_size, f32_from_bits, f32_to_bits, f64_to_bf16, f64_to_int,
+                             ST_I8, ST_I16, ST_I32, ST_I64, ST_U8, bf16_to_f64, bits_to_f64,
+                             desc, elem_size, f64_to_bf16, f64_to_bits, f64_to_half, f64_to_int,
+                             half_to_f64,
                              is_float_st, lazy, load_f64, load_i64, ptr_like, resize_to)
 from kernels.promote import category, compute_dtype, result_type
 
@@ -96,26 +97,12 @@ def _words(addr, n):
 
 
 @njit(inline="always")
-def _h2f(h):
-    """IEEE half bits -> float64 (exact)."""
-    e = (h >> 10) & 0x1F
-    if e == 0:
-        v = (h & 0x3FF) * 5.960464477539063e-08
-        return -v if h & 0x8000 else v
-    if e == 31:
-        v = np.inf if (h & 0x3FF) == 0 else np.nan
-        return -v if h & 0x8000 else v
-    bits = ((h & 0x8000) << 16) | ((e + 112) << 23) | ((h & 0x3FF) << 13)
-    return np.float64(f32_from_bits(np.int32(np.uint32(bits))))
-
-
-@njit(inline="always")
 def round_to(v, st):
     """float64 ``v`` rounded to floating dtype ``st`` (kept as float64)."""
     if st == ST_F32:
         return np.float64(np.float32(v))
     if st == ST_F16:
-        return _h2f(_f2h(v))
+        return half_to_f64(f64_to_half(v))
     if st == ST_BF16:
         return bf16_to_f64(f64_to_bf16(v))
     return v
@@ -136,35 +123,6 @@ def wrap_to(v, st):
         return np.int64(1) if v != 0 else np.int64(0)
     return v
 
-
-@intrinsic
-def _f64_bits(typingctx, x):
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return sig, codegen
-
-
-@njit(inline="always")
-def _f2h(v):
-    """float64 -> IEEE half bits through float32 (as C++ float -> Half), round to nearest even;
-    bit for bit ``nb.f64_to_half`` without calls or branches, so loops over it vectorize."""
-    f = np.float32(v)
-    x = np.int64(f32_to_bits(f)) & 0xFFFFFFFF
-    a = x & 0x7FFFFFFF
-    nrm = (a - 0x38000000 + 0xFFF + ((a >> 13) & 1)) >> 13
-    # below 2**-14: adding 0.5 leaves round(|f| * 2**24) in the mantissa
-    sub = (np.int64(f32_to_bits(np.float32(abs(f)) + np.float32(0.5))) & 0xFFFFFFFF) - 0x3F000000
-    h = sub if a < 0x38800000 else nrm
-    h = 0x7C00 if a >= 0x477FF000 else h
-    return 0x7E00 if a > 0x7F800000 else ((x >> 16) & 0x8000) | h
-
-
-# Call-free exp / tanh / sin / cos / log (fdlibm and Cephes kernels, <= 3 ulp in float64) for
-# results rounded to float32 or narrower: they vectorize, where libm calls cost 20-60 ns. NaN,
-# inf and out-of-range arguments are recomputed with libm afterwards (``_fixup``).
 
 @njit(inline="always")
 def _vexp(x):
@@ -213,7 +171,7 @@ def _vsincos(x, want_cos):
 
 @njit(inline="always")
 def _vlog(x):
-    b = _f64_bits(x)
+    b = f64_to_bits(x)
     e = ((b >> 52) & 0x7FF) - 1023
     m = bits_to_f64((b & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
     big = m > 1.4142135623730951
@@ -271,7 +229,7 @@ def _gather_f(buf, addr, st, w, col, nseg, s):
         elif st == ST_F16:
             ph = ptr_like(addr, np.uint16(0))
             for j in range(n):
-                buf[b + j] = _h2f(np.int64(ph[off + j * s]))
+                buf[b + j] = half_to_f64(np.int64(ph[off + j * s]))
         else:
             pb = ptr_like(addr, np.uint16(0))
             for j in range(n):
@@ -316,7 +274,7 @@ def _gather_i(buf, addr, st, w, col, nseg, s):
                 elif st == ST_F32:
                     v = np.float64(p32[k])
                 elif st == ST_F16:
-                    v = _h2f(np.int64(ph[k]))
+                    v = half_to_f64(np.int64(ph[k]))
                 else:
                     v = bf16_to_f64(np.int64(ph[k]))
                 buf[b + j] = f64_to_int(v)
@@ -344,7 +302,7 @@ def _scatter_f(buf, addr, st, w, nseg, s):
         elif st == ST_F16:
             ph = ptr_like(addr, np.uint16(0))
             for j in range(n):
-                ph[off + j * s] = np.uint16(_f2h(buf[b + j]))
+                ph[off + j * s] = np.uint16(f64_to_half(buf[b + j]))
         elif st == ST_BF16:
             pb = ptr_like(addr, np.uint16(0))
             for j in range(n):
@@ -413,7 +371,7 @@ def _scatter_i(buf, addr, st, w, nseg, s):
         elif st == ST_F16:
             ph = ptr_like(addr, np.uint16(0))
             for j in range(n):
-                ph[off + j * s] = np.uint16(_f2h(np.float64(buf[b + j])))
+                ph[off + j * s] = np.uint16(f64_to_half(np.float64(buf[b + j])))
         else:
             pb = ptr_like(addr, np.uint16(0))
             for j in range(n):

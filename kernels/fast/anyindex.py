@@ -37,7 +37,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from kernels.fast import register_fast
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F16, ST_F32, ST_F64,
+from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F16, ST_F32, ST_F64,
                              bf16_to_f64, bits_to_f64, desc, elem_size, f64_to_bf16, f64_to_half,
                              half_to_f64, is_contiguous, is_float_st, lazy, load_f64, load_i64,
                              offset_of, ptr_like, resize_like, resize_to, scratch, store_f64,

@@ -33,9 +33,9 @@ from kernels.fast.conv import _conv, _cols_range
 from kernels.fast.conv import _scratch as _conv_scratch
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32,
                              ST_F64, ST_I8, ST_I16, ST_I32, ST_I64, ST_U8, bits_to_f64,
-                             cast_like, desc, f32_from_bits, f32_to_bits, f64_to_bf16, lazy,
-                             offset_of, ptr_like, resize_to, scratch, set_strides, store_f64,
-                             store_i64, sum_seg)
+                             cast_like, desc, f32_from_bits, f32_to_half, f64_to_bf16,
+                             half_to_f32, lazy, offset_of, ptr_like, resize_to, scratch,
+                             set_strides, store_f64, store_i64, sum_seg)
 from kernels.fast.norm import _bn_typed, _gn_typed, _ln_typed
 from kernels.promote import compute_dtype, result_type
 
@@ -56,23 +56,10 @@ def _walk(d):
 
 
 @njit(inline="always")
-def _h2f(h):
-    """float16 bits -> float32, exact (integer ops and a bitcast: no pow in the loop)."""
-    s = (h & 0x8000) << 16
-    e = (h >> 10) & 0x1F
-    f = h & 0x3FF
-    if e == 0:  # zero and subnormals: f * 2**-24 is exact in float32
-        v = np.float32(f) * np.float32(5.960464477539063e-08)
-        return -v if s else v
-    bits = s | (0x7F800000 if e == 31 else (e + 112) << 23) | (f << 13)
-    return f32_from_bits(np.int32(np.uint32(bits)))
-
-
-@njit(inline="always")
 def _cv(v, kind):
     """A stored element as a number: kind 1 float16 bits, 2 bfloat16 bits, else as is."""
     if kind == 1:
-        return _h2f(np.int64(v))
+        return half_to_f32(np.int64(v))
     if kind == 2:
         return f32_from_bits(np.int32(np.uint32(np.int64(v) << 16)))
     return v
@@ -137,21 +124,6 @@ def _gather(addr, d, mk):
         _gather_typed(dst, ptr_like(a, np.uint8(0)), d, mk)
 
 
-@njit(inline="always")
-def _f2h(x):
-    """float32 -> float16 bits, round to nearest even (as c10::Half from float)."""
-    u = np.int64(f32_to_bits(x)) & 0xFFFFFFFF
-    sign = (u >> 16) & 0x8000
-    a = u & 0x7FFFFFFF
-    if a >= 0x7F800000:
-        return sign | (0x7E00 if a > 0x7F800000 else 0x7C00)
-    if a >= 0x477FF000:  # 65520 and up round to infinity
-        return sign | 0x7C00
-    if a < 0x38800000:  # below 2**-14: a subnormal, in units of 2**-24
-        return sign | np.int64(np.rint(np.float64(f32_from_bits(np.int32(a))) * 16777216.0))
-    return sign | ((a + 0xFFF + ((a >> 13) & 1) - 0x38000000) >> 13)
-
-
 def _out_cv(v, kind, marker):
     """A computed value as the stored element (numba only)."""
     raise NotImplementedError
@@ -162,7 +134,7 @@ def _ov_out_cv(v, kind, marker):
     if marker == types.uint16:  # kind 1 float16, 2 bfloat16
         def half(v, kind, marker):
             if kind == 1:
-                return np.uint16(_f2h(np.float32(v)))
+                return np.uint16(f32_to_half(np.float32(v)))
             return np.uint16(f64_to_bf16(np.float64(v)))
         return half
     return lambda v, kind, marker: cast_like(v, marker)

@@ -45,10 +45,10 @@ from numba.extending import overload
 
 from cython_ext.dtypes import to_numpy_dtype
 from kernels.fast import register_fast
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64,
-                             ST_I16, ST_I32, ST_I64, ST_I8, ST_U8, bf16_to_f64, bits_to_f64,
-                             cast_like, desc, f32_from_bits, f32_to_bits, f64_to_bf16, f64_to_int,
-                             lazy, load_f64, load_i64, ptr_like, resize_like, resize_to, scratch,
+from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16,
+                             ST_I32, ST_I64, ST_I8, ST_U8, bf16_to_f64, bits_to_f64, cast_like,
+                             desc, f64_to_bf16, f64_to_half, f64_to_int, half_to_f64, lazy,
+                             load_f64, load_i64, ptr_like, resize_like, resize_to, scratch,
                              store_f64, store_i64, sum_seg)
 from kernels.promote import category, compute_dtype
 
@@ -156,34 +156,6 @@ def _st_acc(addr, st, i, v):
     return lambda addr, st, i, v: _put_f(addr, st, i, np.float64(v))
 
 
-@njit(inline="always")
-def _h2f(h):
-    """float16 bits -> float64, exactly (as nb.half_to_f64), branch-light: the 15 low bits
-    moved into a float32's exponent/mantissa and scaled by 2**112 (subnormals included)."""
-    u = (h & 0x7FFF) << 13
-    f = np.float64(f32_from_bits(np.int32(u))) * 5.192296858534828e+33
-    if (h & 0x7C00) == 0x7C00:  # inf / NaN
-        f = np.float64(f32_from_bits(np.int32(u | 0x7F800000)))
-    return -f if (h & 0x8000) != 0 else f
-
-
-@njit(inline="always")
-def _f2h(x):
-    """float64 -> float16 bits as C++ does (through float32, round to nearest even), the
-    result of nb.f64_to_half but without frexp (F. Giesen's float_to_half_fast3_rtne)."""
-    b = np.int64(f32_to_bits(np.float32(x))) & 0xFFFFFFFF
-    sign = (b >> 16) & 0x8000
-    a = b & 0x7FFFFFFF
-    if a >= 0x47800000:  # >= 65536, inf, NaN
-        r = np.int64(0x7E00) if a > 0x7F800000 else np.int64(0x7C00)
-    elif a < 0x38800000:  # below 2**-14: subnormal or zero, rounded by a float32 add
-        f = f32_from_bits(np.int32(a)) + np.float32(0.5)
-        r = (np.int64(f32_to_bits(f)) & 0xFFFFFFFF) - 0x3F000000
-    else:
-        r = (a - 0x38000000 + 0xFFF + ((a >> 13) & 1)) >> 13
-    return r | sign
-
-
 def cvt(v, m):
     """``v`` converted to ``m``'s type as numpy's astype does (floats to int64 truncate;
     NaN and out-of-range give 0) (numba only)."""
@@ -243,7 +215,7 @@ def load_run(addr, st, off, step, n, buf):
     else:
         p = ptr_like(addr, np.uint16(0))
         for i in range(n):
-            buf[U(i)] = cvt(_h2f(np.int64(p[off + i * step])), m)
+            buf[U(i)] = cvt(half_to_f64(np.int64(p[off + i * step])), m)
 
 
 @njit
@@ -264,7 +236,7 @@ def store_run(addr, st, off, step, n, buf):
     elif st == ST_F16:
         p = ptr_like(addr, np.uint16(0))
         for i in range(n):
-            p[off + i * step] = np.uint16(_f2h(np.float64(buf[U(i)])))
+            p[off + i * step] = np.uint16(f64_to_half(np.float64(buf[U(i)])))
     elif st == ST_BF16:
         p = ptr_like(addr, np.uint16(0))
         for i in range(n):

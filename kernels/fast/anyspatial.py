@@ -39,9 +39,9 @@ from numba import njit
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32, ST_F64,
                              ST_I64, ST_U8, bits_to_f64, desc, elem_size, f32_from_bits,
-                             f32_to_bits, f64_to_bf16, is_contiguous, is_float_st, lazy, load_f64,
-                             load_i64, offset_of, ptr_like, resize_like, resize_to, scratch,
-                             store_f64, store_i64)
+                             f64_to_bf16, f64_to_half, half_to_f64, is_contiguous, is_float_st,
+                             lazy, load_f64, load_i64, offset_of, ptr_like, resize_like, resize_to,
+                             scratch, store_f64, store_i64)
 
 U8 = np.dtype(np.uint8)
 F64 = np.dtype(np.float64)
@@ -61,54 +61,10 @@ def _lp(dt):
 # Element access through the run-time scalar type, compiled once and called (not inlined)
 # from every site: inlining nb's 10-way dtype switches at each site multiplies compile time.
 
-@njit(inline="always")
-def _half(h):
-    """float16 bits -> float64, by bit manipulation (exact; no power function)."""
-    sign = (h & 0x8000) << 16
-    e = (h >> 10) & 0x1F
-    m = h & 0x3FF
-    if e == 0:  # zero and subnormals: m * 2**-24
-        v = m * 5.960464477539063e-08
-        return -v if sign else v
-    if e == 31:
-        bits = sign | 0x7F800000 | (m << 13)
-    else:
-        bits = sign | ((e + 112) << 23) | (m << 13)
-    return np.float64(f32_from_bits(np.int32(np.uint32(bits))))
-
-
-@njit(inline="always")
-def _f2h(v):
-    """float64 -> float16 bits as C++ does it: to float32, then round to nearest even."""
-    f = np.int64(f32_to_bits(np.float32(v))) & 0xFFFFFFFF
-    sign = (f >> 16) & 0x8000
-    e = (f >> 23) & 0xFF
-    m = f & 0x7FFFFF
-    if e >= 143:  # |x| >= 65536, inf, nan
-        if e == 255 and m != 0:
-            return np.int64(0x7E00)
-        return sign | 0x7C00
-    if e <= 112:  # below 2**-14: a subnormal half, or zero
-        if e < 102:
-            return sign
-        sig = m | 0x800000
-        sh = 126 - e  # 13 + (113 - e)
-        q = sig >> sh
-        rem = sig & ((np.int64(1) << sh) - 1)
-        hf = np.int64(1) << (sh - 1)
-    else:
-        q = ((e - 112) << 10) | (m >> 13)
-        rem = m & 0x1FFF
-        hf = np.int64(0x1000)
-    if rem > hf or (rem == hf and (q & 1) != 0):
-        q += 1  # a carry into the exponent is right (up to inf)
-    return sign | q
-
-
 @njit
 def _ld(addr, st, i):
     if st == ST_F16:
-        return _half(np.int64(ptr_like(addr, np.uint16(0))[i]))
+        return half_to_f64(np.int64(ptr_like(addr, np.uint16(0))[i]))
     return load_f64(addr, st, i)
 
 
@@ -135,7 +91,7 @@ def _ldx(addr, st, i):
     if st == ST_F64:
         return ptr_like(addr, np.float64(0))[i]
     if st == ST_F16:
-        return _half(np.int64(ptr_like(addr, np.uint16(0))[i]))
+        return half_to_f64(np.int64(ptr_like(addr, np.uint16(0))[i]))
     if st == ST_BF16:
         return np.float64(f32_from_bits(np.int32(np.int64(ptr_like(addr, np.uint16(0))[i]) << 16)))
     return _ld(addr, st, i)
@@ -168,7 +124,7 @@ def _stx(addr, st, i, v):
     elif st == ST_F64:
         ptr_like(addr, np.float64(0))[i] = v
     elif st == ST_F16:
-        ptr_like(addr, np.uint16(0))[i] = np.uint16(_f2h(v))
+        ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_half(v))
     elif st == ST_BF16:
         ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_bf16(v))
     else:

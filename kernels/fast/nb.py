@@ -10,7 +10,6 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from pathlib import Path
 
@@ -70,6 +69,16 @@ def bits_to_f64(typingctx, word):
 
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return sig, codegen
+
+
+@intrinsic
+def f64_to_bits(typingctx, x):
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
 
     return sig, codegen
 
@@ -250,38 +259,40 @@ def f32_to_bits(typingctx, x):
 
 
 @njit(inline="always")
+def half_to_f32(h):
+    """float16 bits -> float32, exactly and branch-light: the 15 low bits moved into a
+    float32's exponent/mantissa and scaled by 2**112 (subnormals included)."""
+    u = (h & 0x7FFF) << 13
+    f = f32_from_bits(np.int32(u)) * np.float32(5.192296858534828e+33)
+    if (h & 0x7C00) == 0x7C00:  # inf / NaN
+        f = f32_from_bits(np.int32(u | 0x7F800000))
+    return -f if (h & 0x8000) != 0 else f
+
+
+@njit(inline="always")
+def f32_to_half(x):
+    """float32 -> float16 bits, round to nearest even (as c10::Half from float); selects
+    instead of branches, so loops over it vectorize."""
+    u = np.int64(f32_to_bits(x)) & 0xFFFFFFFF
+    a = u & 0x7FFFFFFF
+    nrm = (a - 0x38000000 + 0xFFF + ((a >> 13) & 1)) >> 13
+    # below 2**-14: adding 0.5 leaves round(|x| * 2**24) in the mantissa
+    sub = (np.int64(f32_to_bits(f32_from_bits(np.int32(a)) + np.float32(0.5)))
+           & 0xFFFFFFFF) - 0x3F000000
+    h = sub if a < 0x38800000 else nrm
+    h = 0x7C00 if a >= 0x477FF000 else h  # 65520 and up round to infinity
+    h = 0x7E00 if a > 0x7F800000 else h  # NaN (keeps its sign)
+    return ((u >> 16) & 0x8000) | h
+
+
+@njit(inline="always")
 def half_to_f64(h):
-    e = (h >> 10) & 0x1F
-    f = h & 0x3FF
-    if e == 0:
-        v = f * 5.960464477539063e-08  # 2**-24: zero and subnormals
-    elif e == 31:
-        v = np.inf if f == 0 else np.nan
-    else:
-        v = (1.0 + f * 0.0009765625) * 2.0 ** (e - 15)
-    return -v if h & 0x8000 else v
+    return np.float64(half_to_f32(h))
 
 
 @njit(inline="always")
 def f64_to_half(x):
-    x32 = np.float64(np.float32(x))  # C++ converts float -> Half: round to float first
-    if x32 != x32:
-        return 0x7E00
-    sign = 0x8000 if x32 < 0.0 or (x32 == 0.0 and math.copysign(1.0, x32) < 0.0) else 0
-    a = abs(x32)
-    if a >= 65520.0:
-        return sign | 0x7C00
-    if a < 6.103515625e-05:  # 2**-14: subnormal, in units of 2**-24
-        return sign | np.int64(np.rint(a * 16777216.0))
-    m, e = math.frexp(a)  # a = m * 2**e, m in [0.5, 1)
-    f = np.int64(np.rint((m * 2.0 - 1.0) * 1024.0))
-    e -= 1
-    if f == 1024:
-        f = 0
-        e += 1
-    if e > 15:
-        return sign | 0x7C00
-    return sign | ((e + 15) << 10) | f
+    return f32_to_half(np.float32(x))  # C++ converts float -> Half: round to float first
 
 
 @njit(inline="always")

@@ -19,12 +19,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc,
-                             elem_size, is_float_st, lazy, load_f64, load_i64, ptr_like, resize_to,
-                             set_strides)
+from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
+                             f64_to_bits, is_float_st, lazy, load_f64, load_i64, ptr_like,
+                             resize_to, set_strides)
 
 T_DOUBLE, T_INT, T_BOOL = 3, 4, 5
 INVALID_TYPE = 0x13
@@ -67,16 +66,6 @@ def put_int(o, v):
 def put_bool(o, v):
     o[0] = T_BOOL
     o[1] = 1 if v else 0
-
-
-@intrinsic
-def f64_to_bits(typingctx, x):
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return sig, codegen
 
 
 @njit(inline="always")

@@ -17,13 +17,12 @@ when it is reduced (several rows at once, for instruction-level parallelism).
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import overload
+from numba import njit
 
 from cython_ext.dtypes import to_numpy_dtype
 from kernels.fast import register_fast
 from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat, lazy,
-                             ptr_like, resize_to, scratch)
+                             resize_to, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 R_SUM, R_MEAN = 0, 1
