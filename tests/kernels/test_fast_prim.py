@@ -19,8 +19,8 @@ from cython_ext.errors import ExecuTorchError
 from kernels import get_kernel
 from kernels.fast import prim
 from kernels.fast.context import BindContext
-from pyruntime.fastpath import _decode, _encode
-from tests.kernels.helpers import bound_out, static_out
+from pyruntime.fastpath import _encode
+from tests.kernels.helpers import bound_out, call_fast_prim, static_out
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 INTS = [0, 1, -1, 7, -7, 2, -3, I64_MIN, I64_MAX, 1 << 40]
@@ -56,19 +56,13 @@ def _check(name, operands):
         want = ref(*operands)
     except ExecuTorchError:
         want = ExecuTorchError
-    recs = np.zeros((len(operands) + 1, 2), np.int64)
-    for i, v in enumerate(operands):
-        recs[i + 1] = _encode(v)
-    addr = recs.ctypes.data
-    ctx, _ = _ctx()
-    bound = prim.bind_scalar(ctx, name, addr, [addr + 16 * (i + 1) for i in range(len(operands))])
-    status = _run(bound, ctx)
-    if want is ExecuTorchError:
-        assert status != 0, f"{name}{tuple(operands)}: reference raises, compiled gave " \
-                            f"{_decode(*recs[0]) if recs[0, 0] else None}"
+    try:
+        got = call_fast_prim(name, *operands)
+    except RuntimeError as e:  # the compiled kernel returned an error status
+        assert want is ExecuTorchError, f"{name}{tuple(operands)}: {e}, want {want!r}"
         return
-    assert status == 0, f"{name}{tuple(operands)}: status {status}, want {want!r}"
-    got = _decode(*recs[0])
+    assert want is not ExecuTorchError, \
+        f"{name}{tuple(operands)}: reference raises, compiled gave {got!r}"
     assert _same(got, want), f"{name}{tuple(operands)}: got {got!r}, want {want!r}"
 
 
@@ -97,35 +91,30 @@ def test_sym_ite():
 
 
 def _tensor_op(name, t, dim=None):
-    ctx, _ = _ctx([t])
-    recs = np.zeros(2, np.int64)
-    refs = [ctx.desc(t)] + ([dim] if dim is not None else [])
-    bound = prim.bind_scalar(ctx, name, recs.ctypes.data, refs)
-    return _run(bound, ctx), recs
+    """The compiled op's result, or None when it returns an error status."""
+    try:
+        return call_fast_prim(name, t, *([] if dim is None else [dim]))
+    except RuntimeError:
+        return None
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (2, 3, 4)])
 def test_sym_size_and_numel(shape):
     t = ETensor.from_array(np.zeros(shape, np.float32))
-    status, recs = _tensor_op("aten::sym_numel", t)
-    assert status == 0 and _decode(*recs) == int(np.prod(shape))
+    assert _tensor_op("aten::sym_numel", t) == int(np.prod(shape))
     for dim in range(-len(shape) - 1, len(shape) + 1):
-        status, recs = _tensor_op("aten::sym_size.int", t, dim)
-        if -len(shape) <= dim < len(shape):
-            assert status == 0 and _decode(*recs) == shape[dim]
-        else:
-            assert status != 0
+        got = _tensor_op("aten::sym_size.int", t, dim)
+        assert got == (shape[dim] if -len(shape) <= dim < len(shape) else None)
 
 
 @pytest.mark.parametrize("value", [np.float32(2.5), np.float16(-1.5), np.int8(-3), np.uint8(200),
                                    np.int64(I64_MIN), np.bool_(True), np.float64(np.nan)])
 def test_local_scalar_dense(value):
     t = ETensor.from_array(np.array([value, value]))
-    status, recs = _tensor_op("aten::_local_scalar_dense", t)
-    assert status == 0
-    assert _same(_decode(*recs), get_kernel("aten::_local_scalar_dense").fn(t))
+    got = _tensor_op("aten::_local_scalar_dense", t)
+    assert got is not None and _same(got, get_kernel("aten::_local_scalar_dense").fn(t))
     empty = ETensor.from_array(np.zeros((0,), np.float32))
-    assert _tensor_op("aten::_local_scalar_dense", empty)[0] != 0
+    assert _tensor_op("aten::_local_scalar_dense", empty) is None
 
 
 def _view(src, out, sizes):
