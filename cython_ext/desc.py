@@ -42,7 +42,6 @@ class DescTable:
         row = self.arr[i]
         row[D_DTYPE] = t.scalar_type
         row[D_NDIM] = t.ndim
-        row[D_CAP] = t.capacity
         row[D_DYN] = int(t.dynamism)
         row[D_DIMORDER:D_DIMORDER + t.ndim] = t.dim_order
         self.push(i, t, force=True)
@@ -61,6 +60,13 @@ class DescTable:
         nd = t.ndim
         row[D_DATA] = t._ptr
         row[D_NUMEL] = t.numel
+        # compiled resizes grow a tensor up to D_CAP in place: never past the bytes
+        # actually behind the pointer (a caller's array bound to a dynamic input is
+        # only as large as its current shape)
+        cap = t.capacity
+        if t.storage is not None and t.storage.nbytes < t.capacity_bytes:
+            cap = t.storage.nbytes // t.dtype.itemsize
+        row[D_CAP] = cap
         if nd:
             row[D_SIZES:D_SIZES + nd] = t.sizes
             row[D_STRIDES:D_STRIDES + nd] = t.strides()

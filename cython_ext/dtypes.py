@@ -125,3 +125,39 @@ def scalar_type_name(st: int) -> str:
         return ScalarType(st).name
     except ValueError:
         return f"ScalarType({st})"
+
+
+_INT64_MIN = np.int64(-2**63)
+
+
+def is_floating(dt) -> bool:
+    """float16/32/64 and bfloat16 (numpy's ``kind`` says "V" for ml_dtypes' bfloat16)."""
+    dt = np.dtype(dt)
+    return dt.kind == "f" or dt == np.dtype(ml_dtypes.bfloat16)
+
+
+def cast_array(a, dtype) -> np.ndarray:
+    """``a`` converted to ``dtype`` as ExecuTorch's C++ kernels convert on x86, on any CPU.
+
+    Floating to integer is what ``static_cast`` compiles to there (cvttss2si /
+    cvttsd2si): truncation toward zero; to a type of 32 bits or fewer through
+    int32, where NaN, inf and values outside int32 become INT32_MIN, then the
+    low bits are kept (1e10 -> int8 is 0, 300.7 -> int8 is 44); to int64, NaN
+    and out-of-range values become INT64_MIN. numpy leaves these cases to the
+    C compiler and the SIMD unit, so they differ between machines; every other
+    conversion (float to float, integer to anything, to bool) is defined and
+    left to numpy.
+    """
+    a = np.asarray(a)
+    dtype = np.dtype(dtype)
+    if not (dtype.kind in "iu" and is_floating(a.dtype)):
+        return a.astype(dtype)
+    f = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        if dtype.itemsize == 8:
+            ok = (f >= -2.0**63) & (f < 2.0**63)
+            return np.where(ok, np.trunc(np.where(ok, f, 0.0)).astype(np.int64),
+                            _INT64_MIN).astype(dtype)
+        ok = (f > -2147483649.0) & (f < 2147483648.0)
+        i = np.where(ok, np.trunc(np.where(ok, f, 0.0)).astype(np.int64), -2**31)
+    return i.astype(dtype)  # integer narrowing keeps the low bits

@@ -23,7 +23,8 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import ScalarType, from_numpy_dtype, scalar_type_name, to_numpy_dtype
+from cython_ext.dtypes import (ScalarType, cast_array, from_numpy_dtype, scalar_type_name,
+                               to_numpy_dtype)
 from cython_ext.errors import ErrorCode, ExecuTorchError
 
 
@@ -178,6 +179,8 @@ class ETensor:
         a = np.asarray(value)
         self.resize(a.shape)
         if a.size:
+            if self.dtype.kind in "iu" and a.dtype != self.dtype:
+                a = cast_array(a, self.dtype)  # float -> int as the C++ runtime on x86
             np.copyto(self.numpy(), a, casting="unsafe")
 
     def data_ptr(self) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cython_ext.dtypes import cast_array
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from kernels.args import wrap_dim
 from kernels.registry import register
@@ -83,7 +84,7 @@ def device_copy_out(self, out):
 def copy_out(self, src, non_blocking, out):
     value = _broadcast_to("copy", src.numpy(), self.shape)
     if out.dtype != self.dtype:  # copy() yields self's dtype; out= then casts again
-        value = value.astype(self.dtype)
+        value = cast_array(value, self.dtype)
     out.write(value)
 
 
@@ -91,7 +92,7 @@ def copy_out(self, src, non_blocking, out):
 def copy_(self, src, non_blocking):
     value = _broadcast_to("copy_", src.numpy(), self.shape)
     if self.numel:
-        np.copyto(self.numpy(), value, casting="unsafe")
+        np.copyto(self.numpy(), cast_array(value, self.dtype))
 
 
 @register("aten::empty.out")

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from cython_ext.dtypes import cast_array
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.tensor import ETensor
 from kernels.promote import BF16, F32, arr, category, compute_dtype, result_type
@@ -43,7 +44,7 @@ def cast(x, dt: np.dtype) -> np.ndarray:
     if a.dtype == dt:
         return a
     with np.errstate(all="ignore"):
-        return a.astype(dt)
+        return cast_array(a, dt)
 
 
 def fill_value(op: str, arg: str, value, dt: np.dtype) -> np.ndarray:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -108,10 +109,15 @@ def missing_operators_error(names, where: str = "") -> ExecuTorchError:
 
 
 _loaded = False
+_load_lock = threading.RLock()
 
 
 def _load_families():
+    # The flag is set only once every family has registered: a second thread loading
+    # a program meanwhile waits here instead of seeing a half-filled registry.
     global _loaded
     if not _loaded:
-        _loaded = True
-        import kernels.families  # noqa: F401  (registers every family)
+        with _load_lock:
+            if not _loaded:
+                import kernels.families  # noqa: F401  (registers every family)
+                _loaded = True

@@ -67,6 +67,7 @@ class FastPlan:
         self.table = DescTable(values, buffers)
         rows = {id(v): i for i, v in enumerate(values) if isinstance(v, ETensor)}
         dynamic = self._dynamic_slots(values, self.flat)
+        self.dataless = self._dataless_slots(values, self.flat, method.inputs)
         self.recs = np.zeros((max(len(values), 1), 2), np.int64)
         for i, v in enumerate(values):
             self.recs[i] = _encode(v)
@@ -85,12 +86,13 @@ class FastPlan:
             self._scalar_sync(ins, values)
             if pc in self.folded:
                 self.loop.set_nop(pc)
-            elif kind == KERNEL and (self._bind_prim(pc, ins, values, dynamic)
-                                     or self._bind_kernel(pc, ins, values, dynamic)):
+            elif kind == KERNEL and not self._reads_dataless(ins, values) and \
+                    self._bind(pc, c, ins, values, dynamic):
                 self.compiled += 1
             elif kind == JUMP_FALSE and args <= n:
                 cond = values[fn]
-                if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic:
+                if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
+                        and fn not in self.dataless:
                     self.loop.set_jump_false_tensor(pc, self.table.addr(fn), offsets[c] + args)
                 elif isinstance(cond, bool):
                     self.loop.set_jump_false_tensor(pc, self._bool_desc(fn), offsets[c] + args)
@@ -149,6 +151,19 @@ class FastPlan:
         if j in self.dyn_scalars and isinstance(v, int) and not isinstance(v, bool):
             return IntSlot(v, self.rec_addr(j) + 8)
         return None
+
+    def _bind(self, pc, c, ins, values, dynamic) -> bool:
+        """Compile one KernelCall, or say it stays on the Python path. A binder that
+        fails on values the schema check let through is a load error naming the
+        instruction, never an exception of another type."""
+        try:
+            return self._bind_prim(pc, ins, values, dynamic) or \
+                self._bind_kernel(pc, ins, values, dynamic)
+        except ExecuTorchError as e:
+            raise e.with_context(self.m._where(c, ins[6], ins[5])) from e
+        except Exception as e:  # noqa: BLE001 - malformed values a binder did not expect
+            raise invalid_program(f"{self.m._where(c, ins[6], ins[5])}: cannot compile the "
+                                  f"call: {type(e).__name__}: {e}") from e
 
     def _bind_prim(self, pc, ins, values, dynamic) -> bool:
         """Compile a prim op over the scalar records (see ``kernels.fast.prim``)."""
@@ -261,6 +276,41 @@ class FastPlan:
             elif kind == MOVE:
                 dyn.add(args)
         return dyn
+
+    @staticmethod
+    def _dataless_slots(values, flat, inputs):
+        """Tensor slots that may have no data when an instruction reads them.
+
+        A tensor without storage at load (neither planned, constant, nor a method
+        input or output, which get bytes before they run), the target of a
+        FreeCall, and whatever a move or ``et_view`` derives from one. Compiled
+        code would dereference a null pointer; instructions touching these slots
+        stay on the Python path, whose kernels raise "has no data".
+        """
+        inputs = set(inputs)
+        out = {j for j, v in enumerate(values)
+               if isinstance(v, ETensor) and v.storage is None and j not in inputs}
+        derived = []
+        for _, _, (kind, fn, args, nargs, lists, name, pc) in flat:
+            if kind == FREE:
+                out.add(fn)
+            elif kind == MOVE:
+                derived.append((fn, args))
+            elif name == "executorch_prim::et_view.default" and len(args) == 3:
+                derived.append((args[0], args[2]))
+        changed = True
+        while changed:
+            changed = False
+            for src, dst in derived:
+                if src in out and dst not in out:
+                    out.add(dst)
+                    changed = True
+        return out
+
+    def _reads_dataless(self, ins, values) -> bool:
+        if not self.dataless:
+            return False
+        return any(j in self.dataless for j in self._sync_indices(ins, values))
 
     def _sync_indices(self, ins, values):
         kind, fn, args, nargs, lists, name, src_pc = ins

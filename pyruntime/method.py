@@ -15,6 +15,7 @@ from cython_ext.tensor import Dynamism, ETensor
 from delegates import backend_registry
 from kernels.registry import get_kernel, has_kernel, missing_operators_error
 from pyruntime import threads as threads_mod
+from pyruntime.argcheck import check_kernel_args
 from pyruntime.values import ListRef, ValueBuilder
 
 MAX_INSTRUCTIONS = 10_000_000  # the C++ runtime's infinite-loop guard
@@ -166,6 +167,7 @@ class Method:
                         used_missing.add(name)
                         continue
                     k = get_kernel(name)
+                    check_kernel_args(name, args, values, w)
                     n = len(args) if k.arity is None else min(k.arity, len(args))
                     instrs.append((KERNEL, k.fn, args, n, lists, name, pc))
                 elif kind == "DelegateCall":
@@ -205,6 +207,21 @@ class Method:
     # ---- inputs ----------------------------------------------------------------
     def set_input(self, value, index: int) -> None:
         """Bind one input (copied into planned memory, aliased when unplanned)."""
+        self._acquire()
+        try:
+            self._set_input(value, index)
+        finally:
+            self._lock.release()
+
+    def _acquire(self) -> None:
+        # One execute at a time per Method: a second thread gets an error at once, never
+        # a share of the planned memory or of the inputs the running loop reads.
+        if not self._lock.acquire(blocking=False):
+            raise ExecuTorchError(ErrorCode.InvalidState,
+                                  f"method {self.name!r} is already executing (use one Method "
+                                  "per thread, or a MethodPool)")
+
+    def _set_input(self, value, index: int) -> None:
         if not 0 <= index < len(self.inputs):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"method {self.name!r}: input index {index} out of range "
@@ -315,10 +332,7 @@ class Method:
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"method {self.name!r}: expected {len(self.inputs)} inputs, "
                                   f"got {len(inputs)}")
-        if not self._lock.acquire(blocking=False):
-            raise ExecuTorchError(ErrorCode.InvalidState,
-                                  f"method {self.name!r} is already executing (use one Method "
-                                  "per thread)")
+        self._acquire()
         try:
             for bind, x in zip(self._input_binders, inputs):
                 bind(x)
@@ -335,7 +349,7 @@ class Method:
         binders = []
         for i, idx in enumerate(self.inputs):
             t = self.values[idx]
-            general = (lambda x, i=i: self.set_input(x, i))
+            general = (lambda x, i=i: self._set_input(x, i))
             if (isinstance(t, ETensor) and t.planned and t.dynamism == Dynamism.STATIC
                     and t.storage is not None and t.storage.flags.writeable and t.numel):
                 view, dtype, shape = t.numpy(), t.dtype, t.sizes
@@ -378,10 +392,13 @@ class Method:
             records.append((pc, name, [np.array(v.numpy(), copy=True) if isinstance(v, ETensor)
                                        else v for v in items]))
 
-        with self._lock:
+        self._acquire()
+        try:
             for i, x in enumerate(inputs):
-                self.set_input(x, i)
+                self._set_input(x, i)
             self._run(record)
+        finally:
+            self._lock.release()
         return records
 
     def _run(self, hook=None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 
 _BINDERS: dict = {}
 _FALLBACKS: dict = {}
@@ -58,16 +59,25 @@ def _chain(first, second):
 
 
 _loaded = False
+_load_lock = threading.RLock()
 
 
-def get_binder(name: str):
+def _load_binders():
+    # as kernels.registry: the flag is set after every module registered, under a lock
     global _loaded
-    if not _loaded:
-        _loaded = True
+    with _load_lock:
+        if _loaded:
+            return
         import kernels.fast as pkg
         for m in pkgutil.iter_modules(pkg.__path__):
             if m.name not in ("nb", "context") and not m.name.startswith("_"):
                 importlib.import_module(f"kernels.fast.{m.name}")
+        _loaded = True
+
+
+def get_binder(name: str):
+    if not _loaded:
+        _load_binders()
     first, second = _BINDERS.get(name), _FALLBACKS.get(name)
     if first is None or second is None:
         return first or second

@@ -45,8 +45,8 @@ from kernels.elementwise import BOOL, cast, fill_value, float_result
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64,
                              ST_I8, ST_I16, ST_I32, ST_I64, ST_U8, bf16_to_f64, bits_to_f64,
-                             desc, elem_size, f64_to_bf16, f64_to_bits, f64_to_half, f64_to_int,
-                             half_to_f64,
+                             desc, elem_size, f64_to_bf16, f64_to_bits, f64_to_half, f64_to_i32,
+                             f64_to_int, half_to_f64,
                              is_float_st, lazy, load_f64, load_i64, ptr_like, resize_to)
 from kernels.promote import category, compute_dtype, result_type
 
@@ -314,19 +314,19 @@ def _scatter_f(buf, addr, st, w, nseg, s):
         elif st == ST_I32:
             pi32 = ptr_like(addr, np.int32(0))
             for j in range(n):
-                pi32[off + j * s] = np.int32(f64_to_int(buf[b + j]))
+                pi32[off + j * s] = np.int32(f64_to_i32(buf[b + j]))
         elif st == ST_I16:
             pi16 = ptr_like(addr, np.int16(0))
             for j in range(n):
-                pi16[off + j * s] = np.int16(f64_to_int(buf[b + j]))
+                pi16[off + j * s] = np.int16(f64_to_i32(buf[b + j]))
         elif st == ST_I8:
             pi8 = ptr_like(addr, np.int8(0))
             for j in range(n):
-                pi8[off + j * s] = np.int8(f64_to_int(buf[b + j]))
+                pi8[off + j * s] = np.int8(f64_to_i32(buf[b + j]))
         else:
             pu8 = ptr_like(addr, np.uint8(0))
             for j in range(n):
-                pu8[off + j * s] = np.uint8(f64_to_int(buf[b + j]) & 0xFF)
+                pu8[off + j * s] = np.uint8(f64_to_i32(buf[b + j]) & 0xFF)
         b += n
 
 

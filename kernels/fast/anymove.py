@@ -39,8 +39,8 @@ from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_BOOL, ST_F16, ST_F32,
                              ST_F64, ST_I8, ST_I16, ST_I32, ST_I64, bf16_to_f64, bits_to_f64,
                              desc, elem_size, f32_from_bits, f32_to_bits, f64_to_bf16,
-                             f64_to_half, f64_to_int, half_to_f64, is_contiguous, is_float_st,
-                             lazy, offset_of, ptr_like, resize_like, resize_to, scratch,
+                             f64_to_half, f64_to_i32, f64_to_int, half_to_f64, is_contiguous,
+                             is_float_st, lazy, offset_of, ptr_like, resize_like, resize_to, scratch,
                              store_f64, store_i64)
 from kernels.fast.shape import W_DS, W_IX, W_OUT, W_SS, W_SZ, copy_nd, simplify
 from kernels.promote import category, compute_dtype, promote_types
@@ -177,7 +177,7 @@ def _store_row(dp, dst, off, step, bf, bi, m, fl):
     else:
         if fl:
             for j in range(m):
-                bi[j] = f64_to_int(bf[j])
+                bi[j] = f64_to_int(bf[j]) if dst == ST_I64 else f64_to_i32(bf[j])
         if dst == ST_I64:
             q8 = ptr_like(dp, np.int64(0))
             for j in range(m):

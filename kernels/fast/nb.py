@@ -222,6 +222,8 @@ def _cast_like(v, m):
     if m == types.float64:
         return lambda v, m: np.float64(v)
     if m == types.int64:
+        if isinstance(v, types.Float):
+            return lambda v, m: f64_to_int(np.float64(v))
         return lambda v, m: np.int64(v)
     return None
 
@@ -330,12 +332,23 @@ def load_f64(addr, st, i):
     return bf16_to_f64(np.int64(ptr_like(addr, np.uint16(0))[i]))
 
 
+# Float -> integer as ExecuTorch's C++ kernels compute it on x86 (cvttsd2si), defined
+# here on every CPU (LLVM's fptosi is poison out of range): see cython_ext.dtypes.cast_array.
 @njit(inline="always")
 def f64_to_int(v):
-    """float -> int64 truncating toward zero; NaN and out-of-range give 0 (C++: undefined)."""
-    if v != v or v >= 9.2e18 or v <= -9.2e18:
-        return np.int64(0)
-    return np.int64(v)
+    """float -> int64 truncating toward zero; NaN and out-of-range give INT64_MIN."""
+    if v >= -9223372036854775808.0 and v < 9223372036854775808.0:
+        return np.int64(v)
+    return np.int64(-9223372036854775808)
+
+
+@njit(inline="always")
+def f64_to_i32(v):
+    """float -> an integer type of 32 bits or fewer, before its low bits are kept: truncated
+    toward zero through int32, NaN and values outside int32 give INT32_MIN."""
+    if v > -2147483649.0 and v < 2147483648.0:
+        return np.int64(v)
+    return np.int64(-2147483648)
 
 
 @njit(inline="always")
@@ -351,11 +364,11 @@ def store_f64(addr, st, i, v):
         ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_half(v))
     elif st == ST_BF16:
         ptr_like(addr, np.uint16(0))[i] = np.uint16(f64_to_bf16(v))
+    elif st == ST_I64:
+        ptr_like(addr, np.int64(0))[i] = f64_to_int(v)
     else:
-        w = f64_to_int(v)
-        if st == ST_I64:
-            ptr_like(addr, np.int64(0))[i] = w
-        elif st == ST_I32:
+        w = f64_to_i32(v)
+        if st == ST_I32:
             ptr_like(addr, np.int32(0))[i] = np.int32(w)
         elif st == ST_I16:
             ptr_like(addr, np.int16(0))[i] = np.int16(w)

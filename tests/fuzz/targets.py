@@ -1,0 +1,163 @@
+"""Fuzz targets: which real bytes are mutated, and how a mutated copy is used.
+
+A target has sources (programs made by ExecuTorch's exporter: the cached test
+fixtures), a mutator (the whole program, or only the bytes of a delegate
+payload inside it) and a runner (load on a tier, then execute every method).
+``run_case`` returns the outcome: ``ran``, ``loaded`` (inputs too large to
+run), ``rejected`` (ExecuTorchError). Anything else escaping is a finding.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from tests.fuzz.mutators import mutate_inputs, mutate_program, mutate_region
+
+MAX_INPUT_BYTES = 1 << 24
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    fixtures: tuple  # ("programs" | "xnnpack", fixture name) pairs
+    tier: str
+    region: str | None = None  # "delegate": only the first delegate payload; "inputs": the
+    # program stays intact and the inputs given to execute are mutated
+    description: str = ""
+
+
+# Dynamic shapes (mlp_dynamic), control flow (cond: jumps and moves), a KV cache
+# (llama_kv: mutable buffers, index_put), quantized ops (quant_cnn), plain (mlp).
+_PROGRAMS = tuple(("programs", n) for n in ("mlp", "cond", "mlp_dynamic", "llama_kv",
+                                            "quant_cnn"))
+TARGETS = {t.name: t for t in (
+    Target("reference", _PROGRAMS, "reference",
+           description="whole-program mutations, reference tier"),
+    Target("fast", _PROGRAMS, "fast",
+           description="whole-program mutations, compiled tier (GIL released, raw pointers)"),
+    Target("inputs", _PROGRAMS + (("xnnpack", "mlp_dynamic"),), "fast", region="inputs",
+           description="hostile execute() inputs: wrong shapes, ranks, dtypes, extreme values"),
+    Target("xnnpack", (("xnnpack", "mlp"), ("xnnpack", "partial"), ("xnnpack", "quant_cnn"),
+                       ("xnnpack", "zoo")), "fast", region="delegate",
+           description="XNNPACK delegate payloads (XH00 header, XNNGraph, constants)"),
+)}
+# The harness's own check (tests/test_fuzz.py): case 3 mod 7 aborts the process,
+# 5 mod 7 raises a non-ExecuTorchError, 6 mod 7 never returns, the rest are
+# rejected. Not run by default.
+SELFTEST = Target("selftest", (), "reference", description="harness self-test")
+
+
+@dataclass
+class Source:
+    data: bytes
+    inputs: list
+    region: tuple | None  # (start, end) of the bytes to mutate, or None for all
+
+
+def get_target(name: str) -> Target:
+    return SELFTEST if name == "selftest" else TARGETS[name]
+
+
+def _fixture(kind: str, name: str):
+    if kind == "programs":
+        from tests.programs.fixtures import get_fixture
+    else:
+        from tests.delegates.xnnpack_fixtures import get_fixture
+    return get_fixture(name)
+
+
+def _delegate_region(data: bytes) -> tuple:
+    from pyruntime import Program
+
+    prog = Program(data)
+    plan = prog._pte.program.execution_plan[0]
+    blob = prog._pte.delegate_blob(plan.delegates[0].processed, "fuzz source")
+    raw = bytes(np.asarray(blob).reshape(-1).view(np.uint8))
+    start = data.find(raw)
+    if start < 0:
+        raise RuntimeError("delegate payload not found in the program bytes")
+    return start, start + len(raw)
+
+
+def load_sources(target: Target) -> list:
+    if target is SELFTEST:
+        return [Source(b"", [], None)]
+    out = []
+    for kind, name in target.fixtures:
+        fx = _fixture(kind, name)
+        data = fx.pte_path.read_bytes()
+        region = _delegate_region(data) if target.region == "delegate" else None
+        out.append(Source(data, fx.calls[0], region))
+    return out
+
+
+def prepare(target: Target, source: Source, case: int) -> tuple:
+    """Case ``case`` of ``target``: the (mutated) program bytes and the inputs."""
+    if not source.data:
+        return str(case).encode(), []  # the self-test's "mutation": the case number
+    rng = random.Random(case)
+    if target.region == "inputs":
+        return source.data, mutate_inputs(source.inputs, rng)
+    if source.region is None:
+        return mutate_program(source.data, rng), source.inputs
+    return mutate_region(source.data, *source.region, rng), source.inputs
+
+
+def inputs_for(meta, valid):
+    """The fixture's inputs where they still fit the (mutated) signature, else ones."""
+    from pyruntime import TensorInfo
+
+    args = []
+    for i, info in enumerate(meta.inputs):
+        if isinstance(info, TensorInfo):
+            if info.nbytes > MAX_INPUT_BYTES:
+                return None
+            v = valid[i] if i < len(valid) else None
+            if isinstance(v, np.ndarray) and v.dtype == info.dtype and v.shape == info.sizes:
+                args.append(v.copy())
+            else:
+                args.append(np.ones(info.sizes, info.dtype))
+        else:
+            args.append(info.value)
+    return args
+
+
+def run_case(target: Target, data: bytes, valid_inputs) -> str:
+    """Load ``data`` and run each method once; the outcome name (see module doc).
+    For the ``inputs`` target, ``valid_inputs`` are passed to execute as they are."""
+    from pyruntime import ExecuTorchError, Program
+
+    if target is SELFTEST:
+        return _selftest(data)
+    try:
+        prog = Program(data)
+        ran = "loaded"
+        for name in prog.method_names:
+            meta = prog.metadata(name)
+            m = prog.load_method(name, tier=target.tier, max_planned_bytes=1 << 26,
+                                 max_instructions=10_000)
+            args = list(valid_inputs) if target.region == "inputs" else \
+                inputs_for(meta, valid_inputs)
+            if args is not None:
+                m.execute(args)
+                ran = "ran"
+        return ran
+    except ExecuTorchError:
+        return "rejected"
+
+
+def _selftest(data: bytes) -> str:
+    import os
+
+    case = int(data or b"0")
+    if case % 7 == 3:
+        os.abort()
+    if case % 7 == 5:
+        raise ValueError(f"self-test exception at case {case}")
+    if case % 7 == 6:
+        import time
+
+        time.sleep(3600)
+    return "rejected"
