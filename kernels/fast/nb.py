@@ -9,36 +9,14 @@ returning an ExecuTorch error code.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-from pathlib import Path
-
-import numba
 import numpy as np
 from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic, overload
 
-
-def _cache_dir() -> str:
-    """Numba's on-disk cache, keyed by a hash of every compiled-kernel source file.
-
-    Numba invalidates a cached function only when *its own* file changes, but
-    our kernels inline helpers from other files (this one, the copy engine);
-    keying the folder on all of them means an edited helper can never be
-    served stale machine code. It also keeps the cache out of site-packages.
-    """
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256(numba.__version__.encode())
-    for f in sorted(here.glob("*.py")):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    root = os.environ.get("PYRUNTIME_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pyruntime")
-    return os.path.join(root, "numba", h.hexdigest()[:16])
+from kernels.fast import _cache
 
 
-if not os.environ.get("NUMBA_CACHE_DIR"):
-    numba.config.CACHE_DIR = _cache_dir()
+_cache.install()  # per-module, dependency-keyed on-disk cache (see kernels.fast._cache)
 
 KERNEL_SIG = types.int64(types.CPointer(types.int64))
 
