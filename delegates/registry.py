@@ -56,9 +56,19 @@ class BackendRegistry:
         self._load_bridges()
         return sorted(k for k, b in self._backends.items() if b.is_available())
 
-    def get(self, backend_id: str, where: str = "") -> BackendInterface:
-        """The backend for ``backend_id``; NotFound with how to get it otherwise."""
+    def get(self, backend_id: str, where: str = "", allowed=None) -> BackendInterface:
+        """The backend for ``backend_id``; NotFound with how to get it otherwise.
+
+        ``allowed`` (a collection of backend ids, or None for all) emulates a device
+        that registers only those backends: any other id fails as the C++ runtime
+        fails for an unregistered backend (NotFound), even if this host has it.
+        """
         prefix = f"{where}: " if where else ""
+        if allowed is not None and backend_id not in allowed:
+            raise ExecuTorchError(
+                ErrorCode.NotFound,
+                f"{prefix}backend {backend_id!r} is not registered on this device (its "
+                f"backends: {', '.join(sorted(allowed)) or 'none'})")
         self._load_bridges()
         b = self._backends.get(backend_id)
         if b is None:

@@ -4,6 +4,8 @@
     pyruntime run model.pte --inputs in.npz --out out.npz
     pyruntime run model.pte            # random inputs of the declared shapes
     pyruntime bench model.pte          # pyruntime vs executorch.runtime, same inputs
+    pyruntime run model.pte --inputs in.npz --etdump run.etdp --debug-buffer run.bin
+    pyruntime verify model.bpte | diff ... | trace ...   # see pyruntime.devtools.commands
 """
 from __future__ import annotations
 
@@ -112,42 +114,49 @@ def _random_input(info, rng):
 
 
 def run_program(path, method="forward", inputs=None, out=None, data_path=None, iters=1,
-                seed=0, stream=sys.stdout) -> list:
+                seed=0, stream=sys.stdout, tier="reference", etdump=None, debug_buffer=None,
+                debug_buffer_size=None) -> list:
+    """Run ``method`` on each input set of ``inputs`` (.npz; ``set{k}_arg{i}`` keys for
+    several executes, in order) or on random inputs; ``etdump`` records every execute
+    (``debug_buffer``: with every instruction's outputs). Returns the last outputs."""
+    from pyruntime.devtools.commands import make_tracer
+    from pyruntime.devtools.inputs import read_input_sets, write_output_sets
+
     t0 = time.perf_counter()
     prog = Runtime.get().load_program(path, data_path=data_path)
-    m = prog.load_method(method)
+    tracer = make_tracer(etdump, debug_buffer, debug_buffer_size)
+    m = (tracer.load_method(prog, method, tier=tier) if tracer is not None
+         else prog.load_method(method, tier=tier))
     t_load = time.perf_counter() - t0
     meta = prog.metadata(method)
     if inputs:
-        with np.load(inputs) as z:
-            keys = sorted(z.files, key=_input_order)
-            args = [z[k] for k in keys]
-        args = [a.item() if a.ndim == 0 and not isinstance(meta.inputs[i], TensorInfo) else a
-                for i, a in enumerate(args)]
+        sets = read_input_sets(inputs, meta)
     else:
         rng = np.random.default_rng(seed)
-        args = [_random_input(info, rng) for info in meta.inputs]
-    times = []
-    for _ in range(max(1, iters)):
-        t = time.perf_counter()
-        outputs = m.execute(args)
-        times.append(time.perf_counter() - t)
+        sets = [[_random_input(info, rng) for info in meta.inputs]]
+    times, all_outputs = [], []
+    for args in sets:
+        for _ in range(max(1, iters)):
+            t = time.perf_counter()
+            outputs = m.execute(args)
+            times.append(time.perf_counter() - t)
+        all_outputs.append(outputs)
     stream.write(f"loaded {path} method {method!r} in {t_load * 1e3:.2f} ms\n")
     stream.write(f"execute: {np.median(times) * 1e3:.3f} ms (median of {len(times)})\n")
-    for i, o in enumerate(outputs):
-        if isinstance(o, np.ndarray):
-            stream.write(f"  output {i}: {o.dtype}{list(o.shape)}\n")
-        else:
-            stream.write(f"  output {i}: {o!r}\n")
+    for k, outputs in enumerate(all_outputs):
+        for i, o in enumerate(outputs):
+            label = f"set {k} output {i}" if len(all_outputs) > 1 else f"output {i}"
+            if isinstance(o, np.ndarray):
+                stream.write(f"  {label}: {o.dtype}{list(o.shape)}\n")
+            else:
+                stream.write(f"  {label}: {o!r}\n")
     if out:
-        np.savez(out, **{f"output_{i}": np.asarray(o) for i, o in enumerate(outputs)})
+        write_output_sets(out, all_outputs)
         stream.write(f"wrote {out}\n")
-    return outputs
-
-
-def _input_order(key: str):
-    digits = "".join(ch for ch in key if ch.isdigit())
-    return (int(digits) if digits else 0, key)
+    if tracer is not None:
+        tracer.save(etdump, debug_buffer)
+        stream.write(f"wrote {etdump}" + (f" and {debug_buffer}" if debug_buffer else "") + "\n")
+    return all_outputs[-1]
 
 
 def main(argv=None) -> int:
@@ -158,14 +167,19 @@ def main(argv=None) -> int:
     pi.add_argument("--data", help=".ptd external data file")
     pi.add_argument("--ops", action="store_true",
                     help="say which tier (compiled / reference / missing) runs each operator")
+    from pyruntime.devtools import commands as devtools_cli  # verify/diff/trace, run --etdump
+    devtools_cli.add_inspect_arguments(pi)
     pr = sub.add_parser("run", help="run a method on inputs from .npz (or random)")
     pr.add_argument("file")
     pr.add_argument("--method", default="forward")
-    pr.add_argument("--inputs", help=".npz with arrays in input order (arr_0, arr_1, ...)")
+    pr.add_argument("--inputs", help=".npz: arrays in input order (arr_0, arr_1, ...), or "
+                                     "set{k}_arg{i} for several executes")
     pr.add_argument("--out", help="write outputs to this .npz")
     pr.add_argument("--data", help=".ptd external data file")
     pr.add_argument("--iters", type=int, default=1)
     pr.add_argument("--seed", type=int, default=0)
+    devtools_cli.add_run_arguments(pr)
+    devtools_cli.add_parsers(sub)
     pb = sub.add_parser("bench", help="time pyruntime and executorch.runtime side by side")
     pb.add_argument("files", nargs="+")
     pb.add_argument("--method", default="forward")
@@ -173,13 +187,24 @@ def main(argv=None) -> int:
     pb.add_argument("--rounds", type=int, default=None)
     pb.add_argument("--no-compare", action="store_true", help="do not run executorch.runtime")
     pb.add_argument("--threads", type=int, default=None, help="intra-op threads (default: cores)")
+    from pyruntime import batch, serve  # `batch` and `serve`: their arguments live with them
+    batch.add_parser(sub)
+    serve.add_parser(sub)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inspect":
-            if args.ops:
+            if args.memory_plot:
+                devtools_cli.memory_plots(args.file, args.data, args.memory_plot, args.method)
+            elif args.ops:
                 inspect_ops(args.file, args.data)
             else:
                 inspect_program(args.file, args.data)
+        elif args.cmd in devtools_cli.COMMANDS:
+            return devtools_cli.cli(args)
+        elif args.cmd == "batch":
+            return batch.cli(args)
+        elif args.cmd == "serve":
+            return serve.cli(args)
         elif args.cmd == "bench":
             from pyruntime.bench import bench, report
             for f in args.files:
@@ -187,7 +212,8 @@ def main(argv=None) -> int:
                              threads=args.threads))
         else:
             run_program(args.file, args.method, args.inputs, args.out, args.data, args.iters,
-                        args.seed)
+                        args.seed, tier=args.tier, etdump=args.etdump,
+                        debug_buffer=args.debug_buffer, debug_buffer_size=args.debug_buffer_size)
     except ExecuTorchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

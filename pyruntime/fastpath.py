@@ -80,6 +80,7 @@ class FastPlan:
         self.scalar_in = []  # per pc: run-time scalars a Python call reads
         self.scalar_out = []  # per pc: run-time scalars a Python call writes
         self.compiled = 0
+        self.kernels = {}  # pc -> (fn, block) addresses the loop calls (event tracers)
         for pc, (c, n, ins) in enumerate(self.flat):
             kind, fn, args, nargs, lists, name, src_pc = ins
             self.sync.append(self._sync_indices(ins, values))
@@ -212,6 +213,7 @@ class FastPlan:
         if r is None:
             return False
         self.loop.set_kernel(pc, *r)
+        self.kernels[pc] = r
         return True
 
     def _fold_constant_permutes(self, values) -> set:
@@ -359,6 +361,7 @@ class FastPlan:
         if r is None:
             return False
         self.loop.set_kernel(pc, *r)
+        self.kernels[pc] = r
         return True
 
     # ---- run ------------------------------------------------------------------------

@@ -42,9 +42,15 @@ class Method:
     >>> # outputs = m.execute([np.ones((1, 4), np.float32)])
     """
 
+    # A pyruntime.devtools.EventTracer (set by its attach()); None runs the plain loop.
+    event_tracer = None
+
     def __init__(self, program, plan, tier: str = "reference", data_map=None,
-                 max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS, threads=None):
+                 max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS, threads=None,
+                 backends=None):
         self.program = program
+        self.allowed_backends = None if backends is None else frozenset(
+            (backends,) if isinstance(backends, str) else backends)
         self._threads_explicit = threads is not None
         self.threads = threads_mod.default_threads() if threads is None else threads_mod._check(threads)
         self.max_planned_bytes = max_planned_bytes
@@ -116,7 +122,7 @@ class Method:
         out = []
         for d, bd in enumerate(self.plan.delegates or []):
             w = f"{where} delegate {d}"
-            backend = backend_registry.get(bd.id or "", w)
+            backend = backend_registry.get(bd.id or "", w, allowed=self.allowed_backends)
             blob = pte.delegate_blob(bd.processed, w)
             specs = [(cs.key or "", bytes(cs.value) if cs.value is not None else b"")
                      for cs in (bd.compile_specs or [])]
@@ -336,7 +342,10 @@ class Method:
         try:
             for bind, x in zip(self._input_binders, inputs):
                 bind(x)
-            self._run()
+            if self.event_tracer is None:
+                self._run()
+            else:
+                self.event_tracer.run(self)  # the same loop, timed and logged
             return self._collect_outputs()
         finally:
             self._lock.release()

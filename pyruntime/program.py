@@ -172,7 +172,8 @@ class Program:
         return self._metas[name]
 
     def load_method(self, name: str = "forward", tier: str = "reference", data_map=None,
-                    max_planned_bytes=None, max_instructions=None, threads=None):
+                    max_planned_bytes=None, max_instructions=None, threads=None,
+                    backends=None):
         """Load one method: arenas allocated, constants bound, delegates initialized.
 
         ``tier="reference"`` runs the numpy reference kernels; ``data_map`` adds a
@@ -181,6 +182,9 @@ class Program:
         budget); ``max_instructions`` lowers the per-execute infinite-loop guard
         (10,000,000 by default, as in the C++ runtime). ``threads`` sets intra-op
         parallelism for this method (default: ``Runtime.get().threads``).
+        ``backends`` lists the backend ids the device has (default: every one this
+        host has); a delegate of any other backend fails to load with NotFound, as
+        on a device without it (see ``pyruntime.profiles`` for device profiles).
 
         >>> # m = program.load_method("forward", max_planned_bytes=512 * 1024)
         """
@@ -192,7 +196,8 @@ class Program:
             external = m if external is None else external.merged(m)
         kwargs = {} if max_instructions is None else {"max_instructions": max_instructions}
         return Method(self, self._plan(name), tier=tier, data_map=external,
-                      max_planned_bytes=max_planned_bytes, threads=threads, **kwargs)
+                      max_planned_bytes=max_planned_bytes, threads=threads, backends=backends,
+                      **kwargs)
 
     # ---- internals used by Method and the CLI -------------------------------------
     def _named_data_map(self, external):
