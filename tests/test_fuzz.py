@@ -6,7 +6,8 @@ crash fails its chunk with the case number that caused it. The sources are
 programs made by ExecuTorch's exporter: a plain MLP, a torch.cond program
 (jumps, moves), a dynamic-shape MLP (prim ops), a KV-cache decoder and an int8
 CNN; the ``xnnpack`` target mutates only the delegate payload of XNNPACK
-programs. ``python -m tests.fuzz --cases N`` runs longer campaigns.
+programs; ``etdump`` and ``bundled`` mutate ETDump files and bundled programs.
+``python -m tests.fuzz --cases N`` runs longer campaigns.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tests.fuzz import campaign
 from tests.fuzz.targets import TARGETS, load_sources, run_case
 
 # target -> (cases, chunks): about 3 minutes on the 2-core CI machine
-SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "xnnpack": (600, 2)}
+SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "xnnpack": (600, 2),
+         "etdump": (2_000, 1), "bundled": (1_000, 1)}
 CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
 
 

@@ -39,6 +39,10 @@ TARGETS = {t.name: t for t in (
            description="whole-program mutations, compiled tier (GIL released, raw pointers)"),
     Target("inputs", _PROGRAMS + (("xnnpack", "mlp_dynamic"),), "fast", region="inputs",
            description="hostile execute() inputs: wrong shapes, ranks, dtypes, extreme values"),
+    Target("etdump", (("programs", "mlp"), ("programs", "cond")), "reference", region="etdump",
+           description="ETDump files (.etdp) our tracer wrote, read back with their buffer"),
+    Target("bundled", (("programs", "mlp"), ("programs", "mlp_dynamic")), "reference",
+           region="bundled", description="bundled programs (.bpte), loaded and verified"),
     Target("xnnpack", (("xnnpack", "mlp"), ("xnnpack", "partial"), ("xnnpack", "quant_cnn"),
                        ("xnnpack", "zoo")), "fast", region="delegate",
            description="XNNPACK delegate payloads (XH00 header, XNNGraph, constants)"),
@@ -88,9 +92,32 @@ def load_sources(target: Target) -> list:
     for kind, name in target.fixtures:
         fx = _fixture(kind, name)
         data = fx.pte_path.read_bytes()
+        if target.region == "etdump":
+            out.append(_etdump_source(data, fx.calls))
+            continue
+        if target.region == "bundled":
+            from exporter.bundled import serialize_bundled_program
+
+            cases = [(c, e) for c, e in zip(fx.calls, fx.expected)]
+            out.append(Source(serialize_bundled_program(data, {fx.method: cases}), [], None))
+            continue
         region = _delegate_region(data) if target.region == "delegate" else None
         out.append(Source(data, fx.calls[0], region))
     return out
+
+
+def _etdump_source(pte: bytes, calls) -> Source:
+    """A dump of every call of the program, with intermediates; the debug buffer rides
+    along as the source's one "input"."""
+    from pyruntime import Program
+    from pyruntime.devtools import EventTracer
+
+    tracer = EventTracer()
+    m = tracer.load_method(Program(pte))
+    for c in calls:
+        m.execute(c)
+    dump = tracer.etdump()
+    return Source(dump.to_bytes(), [dump.debug_buffer], None)
 
 
 def prepare(target: Target, source: Source, case: int) -> tuple:
@@ -100,6 +127,10 @@ def prepare(target: Target, source: Source, case: int) -> tuple:
     rng = random.Random(case)
     if target.region == "inputs":
         return source.data, mutate_inputs(source.inputs, rng)
+    if target.region in ("etdump", "bundled"):
+        if rng.randrange(8) == 0:  # truncated
+            return source.data[:rng.randrange(len(source.data))], source.inputs
+        return mutate_region(source.data, 0, len(source.data), rng), source.inputs
     if source.region is None:
         return mutate_program(source.data, rng), source.inputs
     return mutate_region(source.data, *source.region, rng), source.inputs
@@ -131,6 +162,10 @@ def run_case(target: Target, data: bytes, valid_inputs) -> str:
 
     if target is SELFTEST:
         return _selftest(data)
+    if target.region == "etdump":
+        return _run_etdump(data, valid_inputs[0])
+    if target.region == "bundled":
+        return _run_bundled(target, data)
     try:
         prog = Program(data)
         ran = "loaded"
@@ -144,6 +179,34 @@ def run_case(target: Target, data: bytes, valid_inputs) -> str:
                 m.execute(args)
                 ran = "ran"
         return ran
+    except ExecuTorchError:
+        return "rejected"
+
+
+def _run_etdump(data: bytes, debug_buffer: bytes) -> str:
+    from pyruntime import ExecuTorchError
+    from pyruntime.devtools import ETDump
+
+    try:
+        dump = ETDump.from_bytes(data, debug_buffer)
+        for run in dump.runs:
+            run.instruction_outputs()
+            run.delegate_outputs()
+            run.program_outputs()
+        dump.to_bytes()
+        return "ran"
+    except ExecuTorchError:
+        return "rejected"
+
+
+def _run_bundled(target: Target, data: bytes) -> str:
+    from pyruntime import ExecuTorchError
+    from pyruntime.devtools import load_bundled_program
+
+    try:
+        bp = load_bundled_program(data)
+        bp.verify(tier=target.tier)  # a failing comparison is a result, not an error
+        return "ran"
     except ExecuTorchError:
         return "rejected"
 
