@@ -5,8 +5,11 @@ or another exception type. Cases run in child processes (``tests.fuzz``), so a
 crash fails its chunk with the case number that caused it. The sources are
 programs made by ExecuTorch's exporter: a plain MLP, a torch.cond program
 (jumps, moves), a dynamic-shape MLP (prim ops), a KV-cache decoder and an int8
-CNN; the ``xnnpack`` target mutates only the delegate payload of XNNPACK
-programs; ``etdump`` and ``bundled`` mutate ETDump files and bundled programs.
+CNN. ``semantic`` edits their parsed plans instead (values that fit each op's
+schema but not each other: another value as an argument, a hostile Int, a
+tensor's dtype or sizes), ``inputs`` passes hostile inputs to ``execute``; the
+``xnnpack`` target mutates only the delegate payload of XNNPACK programs;
+``etdump`` and ``bundled`` mutate ETDump files and bundled programs.
 ``python -m tests.fuzz --cases N`` runs longer campaigns.
 """
 from __future__ import annotations
@@ -18,7 +21,7 @@ from tests.fuzz.targets import TARGETS, load_sources, run_case
 
 # target -> (cases, chunks): about 3 minutes on the 2-core CI machine
 SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "xnnpack": (600, 2),
-         "etdump": (2_000, 1), "bundled": (1_000, 1)}
+         "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
 CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
 
 

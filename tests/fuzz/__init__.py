@@ -73,9 +73,14 @@ def _start(target: str, start: int, count: int, errfile):
     return proc, q
 
 
-def campaign(target: str, start: int = 0, count: int = 1000, case_timeout: float = 60.0,
+def campaign(target: str, start: int = 0, count: int = 1000, case_timeout: float | None = None,
              ready_timeout: float = 900.0) -> Report:
-    """Run ``count`` cases of ``target`` from ``start``; see the module doc."""
+    """Run ``count`` cases of ``target`` from ``start``; see the module doc. A case that
+    takes longer than ``case_timeout`` (default: the target's) is reported as a hang."""
+    from tests.fuzz.targets import get_target
+
+    if case_timeout is None:
+        case_timeout = get_target(target).case_timeout
     report = Report(target)
     nxt, end = start, start + count
     while nxt < end:

@@ -126,3 +126,55 @@ def mutate_inputs(inputs: list, rng: random.Random) -> list:
             with np.errstate(all="ignore"):
                 out[i] = np.full(x.shape, fill).astype(x.dtype)
     return out
+
+
+_HOSTILE_SIZES = (0, 1, 2, 3, 7, 64, 1 << 20, 1 << 31)
+
+
+def mutate_plan(plan, rng: random.Random) -> None:
+    """Edit a parsed execution plan in place, keeping it well-formed for the loader's
+    byte-level checks, so that values which fit their op's schema but not each other
+    reach the binders and kernels: another value in a call's argument, a hostile Int,
+    Double or Bool, an IntList item, a tensor's sizes, dtype or dim order."""
+    values = plan.values or []
+    calls = [ins.instr_args[1] for chain in plan.chains or [] for ins in chain.instructions or []
+             if ins.instr_args[1] is not None and ins.instr_args[1]._kind == "KernelCall"]
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.randrange(4)
+        if kind == 0 and calls:  # an argument of a call replaced by another value
+            call = rng.choice(calls)
+            args = list(call.args or [])
+            if args:
+                args[rng.randrange(len(args))] = rng.randrange(len(values))
+                call.args = args
+        elif values:
+            ev = rng.choice(values)
+            code, v = ev.val
+            if v is None:
+                continue
+            k = v._kind
+            if k == "Int":
+                v.int_val = rng.choice(_HOSTILE_INTS + (2, 3, 4, -2, 16))
+            elif k == "Double":
+                v.double_val = rng.choice(_HOSTILE_FLOATS)
+            elif k == "Bool":
+                v.bool_val = not v.bool_val
+            elif k in ("IntList", "TensorList", "OptionalTensorList") and v.items:
+                items = list(v.items)
+                if rng.randrange(2) and len(items) > 1:
+                    del items[rng.randrange(len(items))]
+                else:
+                    items[rng.randrange(len(items))] = rng.randrange(-1, len(values))
+                v.items = items
+            elif k == "Tensor":
+                which = rng.randrange(3)
+                if which == 0 and v.sizes:
+                    sizes = list(v.sizes)
+                    sizes[rng.randrange(len(sizes))] = rng.choice(_HOSTILE_SIZES)
+                    v.sizes = sizes
+                elif which == 1:
+                    v.scalar_type = rng.choice((0, 1, 2, 3, 4, 5, 6, 7, 11, 15))
+                elif v.dim_order and len(v.dim_order) > 1:
+                    order = list(v.dim_order)
+                    rng.shuffle(order)
+                    v.dim_order = order

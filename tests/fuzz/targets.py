@@ -26,6 +26,7 @@ class Target:
     region: str | None = None  # "delegate": only the first delegate payload; "inputs": the
     # program stays intact and the inputs given to execute are mutated
     description: str = ""
+    case_timeout: float = 60.0  # seconds before a case counts as a hang
 
 
 # Dynamic shapes (mlp_dynamic), control flow (cond: jumps and moves), a KV cache
@@ -37,6 +38,10 @@ TARGETS = {t.name: t for t in (
            description="whole-program mutations, reference tier"),
     Target("fast", _PROGRAMS, "fast",
            description="whole-program mutations, compiled tier (GIL released, raw pointers)"),
+    # another dtype or flag can select a kernel variant no test compiled yet: a cold
+    # compile, minutes on a busy machine, is not a hang
+    Target("semantic", _PROGRAMS, "fast", region="plan", case_timeout=900.0,
+           description="parsed plans edited: schema-valid values that do not fit each other"),
     Target("inputs", _PROGRAMS + (("xnnpack", "mlp_dynamic"),), "fast", region="inputs",
            description="hostile execute() inputs: wrong shapes, ranks, dtypes, extreme values"),
     Target("etdump", (("programs", "mlp"), ("programs", "cond")), "reference", region="etdump",
@@ -121,10 +126,14 @@ def _etdump_source(pte: bytes, calls) -> Source:
 
 
 def prepare(target: Target, source: Source, case: int) -> tuple:
-    """Case ``case`` of ``target``: the (mutated) program bytes and the inputs."""
+    """Case ``case`` of ``target``: the (mutated) program bytes and the inputs (for the
+    ``plan`` target: the original bytes, with the case number appended to the inputs;
+    ``run_case`` edits the parsed plan with it)."""
     if not source.data:
         return str(case).encode(), []  # the self-test's "mutation": the case number
     rng = random.Random(case)
+    if target.region == "plan":
+        return source.data, source.inputs + [("plan-case", case)]
     if target.region == "inputs":
         return source.data, mutate_inputs(source.inputs, rng)
     if target.region in ("etdump", "bundled"):
@@ -166,8 +175,17 @@ def run_case(target: Target, data: bytes, valid_inputs) -> str:
         return _run_etdump(data, valid_inputs[0])
     if target.region == "bundled":
         return _run_bundled(target, data)
+    plan_case = None
+    if valid_inputs and isinstance(valid_inputs[-1], tuple) and valid_inputs[-1][0] == "plan-case":
+        valid_inputs, plan_case = valid_inputs[:-1], valid_inputs[-1][1]
     try:
         prog = Program(data)
+        if plan_case is not None:
+            from tests.fuzz.mutators import mutate_plan
+
+            rng = random.Random(plan_case)
+            for plan in prog._plans.values():
+                mutate_plan(plan, rng)
         ran = "loaded"
         for name in prog.method_names:
             meta = prog.metadata(name)
