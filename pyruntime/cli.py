@@ -6,6 +6,7 @@
     pyruntime bench model.pte          # pyruntime vs executorch.runtime, same inputs
     pyruntime run model.pte --inputs in.npz --etdump run.etdp --debug-buffer run.bin
     pyruntime verify model.bpte | diff ... | trace ...   # see pyruntime.devtools.commands
+    pyruntime generate model.pte --tokenizer tokenizer.json --prompt TEXT   # see pyruntime.llm
 """
 from __future__ import annotations
 
@@ -57,9 +58,32 @@ def inspect_program(path, data_path=None, out=sys.stdout) -> None:
         w(f"  instructions: {m.instruction_count} ({kinds})\n")
         if m.backends:
             w(f"  delegates: {', '.join(m.backends)}\n")
+            _describe_delegates(prog, name, w)
         w(f"  operators ({len(m.operator_counts)}):\n")
         for op, n in sorted(m.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             w(f"    {n:5d}  {op}\n")
+
+
+def _describe_delegates(prog, method, w) -> None:
+    """Per delegate, the ops inside it, for backends with a ``describe(payload)`` hook."""
+    from collections import Counter
+
+    from delegates import backend_registry
+
+    plan = prog._plan(method)
+    for d, bd in enumerate(plan.delegates or []):
+        backend = backend_registry._backends.get(bd.id or "") \
+            if bd.id in backend_registry.registered() else None
+        if backend is None or not hasattr(backend, "describe"):
+            continue
+        try:
+            ops = backend.describe(prog._pte.delegate_blob(bd.processed, f"delegate {d}"))
+        except ExecuTorchError as e:
+            w(f"    [{d}] {bd.id}: {e}\n")
+            continue
+        w(f"    [{d}] {bd.id}: {len(ops)} ops\n")
+        for op, n in sorted(Counter(ops).items(), key=lambda kv: (-kv[1], kv[0])):
+            w(f"      {n:5d}  {op}\n")
 
 
 def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
@@ -190,6 +214,8 @@ def main(argv=None) -> int:
     from pyruntime import batch, serve  # `batch` and `serve`: their arguments live with them
     batch.add_parser(sub)
     serve.add_parser(sub)
+    from pyruntime.llm import cli as llm_cli  # `generate`: text from an LLM program
+    llm_cli.add_parser(sub)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inspect":
@@ -205,6 +231,8 @@ def main(argv=None) -> int:
             return batch.cli(args)
         elif args.cmd == "serve":
             return serve.cli(args)
+        elif args.cmd == "generate":
+            return llm_cli.cli(args)
         elif args.cmd == "bench":
             from pyruntime.bench import bench, report
             for f in args.files:

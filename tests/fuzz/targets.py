@@ -51,6 +51,10 @@ TARGETS = {t.name: t for t in (
     Target("xnnpack", (("xnnpack", "mlp"), ("xnnpack", "partial"), ("xnnpack", "quant_cnn"),
                        ("xnnpack", "zoo")), "fast", region="delegate",
            description="XNNPACK delegate payloads (XH00 header, XNNGraph, constants)"),
+    Target("coreml", (("coreml", "mlp"), ("coreml", "cnn_bn"), ("coreml", "llama_kv_int8"),
+                      ("coreml", "mlp_multi")), "reference", region="delegate",
+           description="CoreML delegate payloads (flattened directory, ML Program protobuf, "
+                       "MIL blob weights, CMJR references) run by the MIL interpreter"),
 )}
 # The harness's own check (tests/test_fuzz.py): case 3 mod 7 aborts the process,
 # 5 mod 7 raises a non-ExecuTorchError, 6 mod 7 never returns, the rest are
@@ -72,6 +76,8 @@ def get_target(name: str) -> Target:
 def _fixture(kind: str, name: str):
     if kind == "programs":
         from tests.programs.fixtures import get_fixture
+    elif kind == "coreml":
+        from tests.delegates.coreml_fixtures import get_fixture
     else:
         from tests.delegates.xnnpack_fixtures import get_fixture
     return get_fixture(name)

@@ -1,0 +1,71 @@
+"""``pyruntime generate``: text from an ExecuTorch LLM program.
+
+    pyruntime generate model.pte --tokenizer tokenizer.json --prompt "Once upon a time" \\
+        --max-new-tokens 64 --temperature 0 [--top-p 0.9] [--seed 0] [--stats]
+
+stdout gets the generated continuation and nothing else (streamed as it comes;
+a final newline only on a terminal); ``--stats`` writes one line to stderr with
+the load time, prefill tokens/s, time to first token and ``decode tok/s``.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+
+
+def add_parser(sub) -> None:
+    pg = sub.add_parser("generate", help="generate text with an ExecuTorch LLM program")
+    pg.add_argument("file", help="the .pte (from ExecuTorch's LLM export)")
+    pg.add_argument("--tokenizer", required=True,
+                    help="tokenizer.json (or its folder), or a tiktoken/sentencepiece .model")
+    pg.add_argument("--prompt", required=True)
+    pg.add_argument("--max-new-tokens", type=int, default=None,
+                    help="tokens to generate, the first included (default: fill the context)")
+    pg.add_argument("--temperature", type=float, default=0.8, help="0: greedy (default 0.8)")
+    pg.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling (default 0.9)")
+    pg.add_argument("--seed", type=int, default=None, help="seed of the sampler's random numbers")
+    pg.add_argument("--stats", action="store_true", help="timings on stderr")
+    pg.add_argument("--echo", action="store_true", help="print the prompt before the continuation")
+    pg.add_argument("--num-bos", type=int, default=0, help="BOS tokens to add (as ExecuTorch)")
+    pg.add_argument("--num-eos", type=int, default=0, help="EOS tokens to add (as ExecuTorch)")
+    pg.add_argument("--ignore-eos", action="store_true", help="do not stop at an EOS token")
+    pg.add_argument("--chat", nargs="?", const="auto", default=None, metavar="TEMPLATE",
+                    help="wrap the prompt as a user message in a chat template (llama3, "
+                         "qwen3, chatml, phi4; default: detected from the tokenizer)")
+    pg.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pg.add_argument("--threads", type=int, default=None, help="intra-op threads")
+    pg.add_argument("--data", help=".ptd external data file")
+
+
+def cli(args, stdout=None, stderr=None) -> int:
+    from pyruntime.llm import LLMError, TextGenerator, apply_chat_template
+
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        gen = TextGenerator(args.file, args.tokenizer, tier=args.tier, threads=args.threads,
+                            data_path=args.data)
+        prompt = args.prompt
+        if args.chat is not None:
+            prompt = apply_chat_template([{"role": "user", "content": prompt}],
+                                         None if args.chat == "auto" else args.chat,
+                                         tokenizer=gen.tokenizer)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pieces = gen.stream(prompt, args.max_new_tokens, temperature=args.temperature,
+                                top_p=args.top_p, seed=args.seed, echo=args.echo,
+                                num_bos=args.num_bos, num_eos=args.num_eos,
+                                ignore_eos=args.ignore_eos)
+            for w in caught:
+                stderr.write(f"note: {w.message}\n")
+            for piece in pieces:
+                stdout.write(piece)
+                stdout.flush()
+    except LLMError as e:
+        stderr.write(f"error: {e}\n")
+        return 1
+    if getattr(stdout, "isatty", lambda: False)():
+        stdout.write("\n")
+    if args.stats:
+        stderr.write(f"{gen.stats}\n")
+    return 0
