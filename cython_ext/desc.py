@@ -21,9 +21,13 @@ class DescTable:
     def __init__(self, values, buffers):
         self.arr = np.zeros((max(1, len(values)), DESC_WORDS), np.int64)
         self.base = self.arr.ctypes.data
-        # (start address, ndarray) of every byte region a data pointer may point into,
-        # so that a pointer set by compiled code can be turned back into a numpy view.
+        # (start address, end, ndarray) of every byte region a data pointer may point into,
+        # so that a pointer set by compiled code can be turned back into a numpy view:
+        # the method's own buffers, and per row the storage last pushed to it that lies
+        # in none of them (a caller's array bound to an input). A row's entry is
+        # replaced when its storage changes, so arrays from earlier calls are released.
         self._regions = []
+        self._row_regions = {}  # row -> (start, end, ndarray)
         self._last = {}  # row -> (sizes, data pointer) as last synced, to skip no-op pushes
         for b in buffers:
             self.add_region(b)
@@ -32,8 +36,12 @@ class DescTable:
                 self.init_row(i, v)
 
     def add_region(self, buf: np.ndarray) -> None:
-        if buf is not None and buf.nbytes:
-            self._regions.append((buf.ctypes.data, buf.ctypes.data + buf.nbytes, buf))
+        if buf is None or not buf.nbytes:
+            return
+        a = buf.ctypes.data
+        if any(start <= a and a + buf.nbytes <= end for start, end, _ in self._regions):
+            return  # a view into a known region (a constant inside the program's bytes)
+        self._regions.append((a, a + buf.nbytes, buf))
 
     def addr(self, i: int) -> int:
         return self.base + i * DESC_WORDS * 8
@@ -71,7 +79,9 @@ class DescTable:
             row[D_SIZES:D_SIZES + nd] = t.sizes
             row[D_STRIDES:D_STRIDES + nd] = t.strides()
         if t.storage is not None and t.storage.nbytes:
-            self._remember(t.storage)
+            self._remember(i, t.storage)
+        else:
+            self._row_regions.pop(i, None)
 
     def pull(self, i: int, t: ETensor) -> None:
         """Row -> ETensor (after compiled code may have resized or re-pointed it)."""
@@ -91,15 +101,19 @@ class DescTable:
         self.arr[dst] = self.arr[src]
         self._last.pop(dst, None)
 
-    def _remember(self, buf: np.ndarray) -> None:
+    def _remember(self, i: int, buf: np.ndarray) -> None:
         a = buf.ctypes.data
+        known = self._row_regions.get(i)
+        if known is not None and known[0] <= a and a + buf.nbytes <= known[1]:
+            return
         for start, end, _ in self._regions:
             if start <= a and a + buf.nbytes <= end:
+                self._row_regions.pop(i, None)
                 return
-        self._regions.append((a, a + buf.nbytes, buf))
+        self._row_regions[i] = (a, a + buf.nbytes, buf)
 
     def _view_at(self, ptr: int, nbytes: int) -> np.ndarray:
-        for start, end, buf in self._regions:
+        for start, end, buf in (*self._regions, *self._row_regions.values()):
             if start <= ptr < end or (nbytes == 0 and ptr == end):
                 off = ptr - start
                 return buf.reshape(-1).view(np.uint8)[off:off + min(nbytes, end - ptr)]

@@ -145,6 +145,16 @@ def _external_linear():
     return _export(_linear_relu, ExecutorchBackendConfig(external_constants=True))
 
 
+def _unplanned_inputs():
+    """Inputs left out of the memory plan: the runtime aliases the caller's arrays."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
+        alloc_graph_input=False))
+    return _export(_linear_relu, config)
+
+
 BUILDERS = {
     "linear_relu": lambda: _export(_linear_relu),
     "mutable_buffer": lambda: _export(_mutable_buffer),
@@ -155,6 +165,7 @@ BUILDERS = {
     "initialized_state": _initialized_state_program,
     "big_chain": lambda: _export(_big_chain),
     "chain400": lambda: _export(_chain400),
+    "unplanned_inputs": _unplanned_inputs,
 }
 
 
