@@ -422,8 +422,13 @@ def test_rand_randn(dtype):
     out = static_out((100, 200), dtype)
     assert call_fast("aten::randn.out", [100, 200], out) == 0
     z = out.numpy().astype(np.float64)
-    assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02
-    assert abs((np.abs(z) < 1).mean() - 0.6827) < 0.01  # a normal, not just mean/variance
+    # The stream is unseeded: bounds are 5 standard errors for n = 20000 draws
+    # (a false failure about once in 10^6 runs), plus the rounding of 16-bit
+    # dtypes, which moves values just below 1.0 onto 1.0.
+    n = z.size
+    assert abs(z.mean()) < 5 / np.sqrt(n) and abs(z.std() - 1) < 5 / np.sqrt(2 * n)
+    inside = 0.6827  # P(|z| < 1) for a normal: a normal, not just mean/variance
+    assert abs((np.abs(z) < 1).mean() - inside) < 5 * np.sqrt(inside * (1 - inside) / n) + 0.002
     assert call_fast("aten::randn.out", [2, 3, 0], static_out((2, 3, 0), dtype)) == 0
     assert call_fast("aten::rand.out", [], static_out((), dtype)) == 0
 
