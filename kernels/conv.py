@@ -1,12 +1,13 @@
 """Convolution kernels: 1-D/2-D/3-D, grouped, depthwise and transposed.
 
-Direct convolution is im2col + GEMM: a zero-copy ``as_strided`` window view
-of the padded input is copied once into a ``(C*k, L)`` column matrix per
-batch/group and multiplied by the ``(O, C*k)`` weight with BLAS, so the
-result lands in channel-first order without a transpose. Depthwise
-convolutions (one input channel per group) skip the GEMM: a loop over the
-few kernel taps does a broadcast multiply-accumulate over the whole tensor.
-Transposed convolution is GEMM + col2im (scatter-add per kernel tap).
+Every output is accumulated in ExecuTorch's portable loop order, bit for bit:
+from zero, in the tensor's own type (float16 rounds at every step), over input
+channel, then kernel row, then kernel column; the bias is added last. A direct
+convolution is im2col (a zero-copy ``as_strided`` window view of the padded
+input, copied into a ``(C*k, L)`` column matrix per batch/group) and
+``ordered_matmul`` (padding adds exact zeros: the same sums). A transposed
+convolution starts from the bias and scatters each input pixel's products in
+ExecuTorch's order (input row, column, channel), one kernel tap at a time.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from kernels.linalg import ordered_matmul
 from kernels.promote import compute_dtype
 from kernels.registry import register
 
@@ -52,7 +54,7 @@ def _pad(x, lo, hi, value=0):
 
 
 def conv_nd(x, w, stride, padding, dilation, groups):
-    """Direct convolution: x (N, C, *sp), w (O, C/groups, *k) -> (N, O, *out)."""
+    """Direct convolution: x (N, C, *sp), w (O, C/groups, *k) -> (N, O, *out), no bias."""
     n = x.shape[0]
     o, cg = w.shape[:2]
     kernel = w.shape[2:]
@@ -61,39 +63,38 @@ def conv_nd(x, w, stride, padding, dilation, groups):
     xp = _pad(x, padding, padding)
     win = _windows(xp, kernel, stride, dilation, out_sp)
     g, og, ktot, L = groups, o // groups, prod(kernel), prod(out_sp)
-    if cg == 1 and ktot <= 64:
-        # Depthwise: accumulate tap by tap; (N, G, 1, L) * (G, Og, 1) broadcasts, no GEMM.
-        acc = np.zeros((n, g, og, L), x.dtype)
-        wf = w.reshape(g, og, ktot)
-        for t, idx in enumerate(np.ndindex(*kernel)):
-            tap = win[(slice(None), slice(None)) + idx]
-            acc += tap.reshape(n, g, 1, L) * wf[:, :, t, None]
-        return acc.reshape((n, o) + tuple(out_sp))
-    cols = win.reshape(n, g, cg * ktot, L)  # the im2col copy
-    res = np.matmul(w.reshape(g, og, cg * ktot), cols)  # (N, G, Og, L)
+    cols = win.reshape(n, g, cg * ktot, L)  # the im2col copy, rows in (channel, tap) order
+    res = ordered_matmul(w.reshape(g, og, cg * ktot), cols)  # (N, G, Og, L)
     return res.reshape((n, o) + tuple(out_sp))
 
 
-def conv_transpose_nd(x, w, stride, padding, dilation, output_padding, groups):
-    """Transposed convolution: x (N, C, *sp), w (C, O/groups, *k) -> (N, O, *out)."""
+def conv_transpose_nd(x, w, stride, padding, dilation, output_padding, groups, bias=None):
+    """Transposed convolution: x (N, C, *sp), w (C, O/groups, *k) -> (N, O, *out).
+
+    ExecuTorch starts each output from its bias and adds the products of the input
+    pixels that reach it in (row, column, channel) order: a later input row meets an
+    earlier kernel row, so the taps run last to first, the channels innermost."""
     n, c = x.shape[:2]
     _, og = w.shape[:2]
     kernel = w.shape[2:]
     k = len(kernel)
     sp = x.shape[2:]
-    g, cg, ktot, L = groups, c // groups, prod(kernel), prod(sp)
+    g, cg = groups, c // groups
     full = [(sp[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 + output_padding[i]
             for i in range(k)]
-    wg = w.reshape(g, cg, og * ktot).transpose(0, 2, 1)  # (G, Og*k, Cg)
-    cols = np.matmul(wg, x.reshape(n, g, cg, L))  # (N, G, Og*k, L)
-    cols = cols.reshape((n, g * og, ktot) + tuple(sp))
-    acc = np.zeros((n, g * og) + tuple(full), cols.dtype)
-    for t, idx in enumerate(np.ndindex(*kernel)):  # col2im: scatter-add each tap
+    acc = np.zeros((n, g, og) + tuple(full), x.dtype)
+    if bias is not None:
+        acc[...] = bias.reshape((1, g, og) + (1,) * k)
+    xg = x.reshape((n, g, cg, 1) + tuple(sp))
+    wg = w.reshape((g, cg, og) + tuple(kernel))
+    for idx in reversed(list(np.ndindex(*kernel))):
         sl = tuple(slice(idx[i] * dilation[i], idx[i] * dilation[i] + stride[i] * (sp[i] - 1) + 1,
                          stride[i]) for i in range(k))
-        acc[(slice(None), slice(None)) + sl] += cols[:, :, t]
+        region = acc[(slice(None),) * 3 + sl]
+        for ci in range(cg):
+            region += xg[:, :, ci] * wg[(slice(None), ci, slice(None)) + idx + (None,) * k]
     crop = tuple(slice(padding[i], full[i] - padding[i]) for i in range(k))
-    return acc[(slice(None), slice(None)) + crop]
+    return acc.reshape((n, g * og) + tuple(full))[(slice(None), slice(None)) + crop]
 
 
 def _conv_params(op, input, weight, stride, padding, dilation, transposed, output_padding, groups):
@@ -128,20 +129,21 @@ def convolution_out(input, weight, bias, stride, padding, dilation, transposed,
     op = "aten::convolution.out"
     k, stride, padding, dilation, output_padding, groups = _conv_params(
         op, input, weight, stride, padding, dilation, transposed, output_padding, groups)
-    ct = compute_dtype(input.dtype)
-    x = input.numpy().astype(ct, copy=False)
+    ct = input.dtype  # ExecuTorch accumulates in the input's own type, even float16
+    x = input.numpy()
     w = weight.numpy().astype(ct, copy=False)
+    b = None if bias is None else bias.numpy().astype(ct, copy=False)
     sp = x.shape[2:]
     if not transposed and any(sp[i] + 2 * padding[i] < dilation[i] * (w.shape[2 + i] - 1) + 1
                               for i in range(k)):
         raise _bad(op, "weight", f"a dilated kernel no larger than the padded input {list(sp)}",
                    weight.describe())
     if transposed:
-        y = conv_transpose_nd(x, w, stride, padding, dilation, output_padding, groups)
+        y = conv_transpose_nd(x, w, stride, padding, dilation, output_padding, groups, b)
     else:
         y = conv_nd(x, w, stride, padding, dilation, groups)
-    if bias is not None:
-        y = y + bias.numpy().astype(ct, copy=False).reshape((-1,) + (1,) * k)
+        if b is not None:
+            y = y + b.reshape((-1,) + (1,) * k)
     out.write(y)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from cython_ext.dtypes import cast_array
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.tensor import ETensor
+from kernels.complex import COMPLEX_HALF, complex_half_parts
 from kernels.promote import BF16, F32, arr, category, compute_dtype, result_type
 from kernels.registry import register
 
@@ -193,6 +194,9 @@ def _same_dtype_unary(name, fn, allow_bool):
 
     def kernel(self, out):
         dt = self.dtype
+        if name == "abs" and (dt.kind == "c" or self.scalar_type == COMPLEX_HALF):
+            _complex_abs(self, out)
+            return
         if dt == BOOL and not allow_bool:
             raise invalid(op, "self", "a numeric (non-bool) tensor", "bool")
         if int_only and category(dt) > 1:
@@ -202,6 +206,19 @@ def _same_dtype_unary(name, fn, allow_bool):
             emit(out, fn(cast(self, compute_dtype(dt))), dt)
     kernel.__name__ = f"{name}_out"
     return kernel
+
+
+def _complex_abs(self, out):
+    """|z| of a complex tensor into a real out, as ExecuTorch's abs computes it:
+    sqrt(re * re + im * im) in the component type (not hypot)."""
+    if self.scalar_type == COMPLEX_HALF:
+        z = complex_half_parts(self)
+        re, im = z[..., 0], z[..., 1]
+    else:
+        x = self.numpy()
+        re, im = x.real, x.imag
+    with np.errstate(all="ignore"):
+        out.write(np.sqrt(re * re + im * im))
 
 
 def _predicate_unary(name, fn):
@@ -256,10 +273,3 @@ def fill_tensor_out(self, value, out):
     v = fill_value(op, "value", float(v) if v.dtype == BF16 else v.item(), self.dtype)
     out.write(np.broadcast_to(v, self.shape))
 
-
-# ---- conjugate -------------------------------------------------------------------------------
-
-@register("aten::_conj_physical.out")
-def conj_physical_out(self, out):
-    x = self.numpy()
-    out.write(np.conj(x) if x.dtype.kind == "c" else x)

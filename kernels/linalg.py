@@ -1,11 +1,16 @@
 """Matrix kernels (mm, bmm, addmm, linear) and pairwise distances (cdist, pdist).
 
-Products go through ``np.matmul`` (BLAS for float32/float64); half types
-compute in float32 and integer types in their own dtype, wrapping like ATen.
+Float products add their k terms one at a time, first to last, from zero, as
+ExecuTorch's kernels do (``ordered_matmul``): BLAS and numpy's matmul split and
+reorder that sum, which moves a result by an ulp, and in a quantized program an
+ulp can flip a whole quantization step. mm, bmm and linear accumulate half types
+in float32 (ExecuTorch's optimized gemm), addmm in the type itself (its portable
+loop). Integer types use ``np.matmul`` (exact and order-free, wrapping like ATen).
 """
 from __future__ import annotations
 
 import math
+from math import prod
 
 import numpy as np
 
@@ -29,6 +34,40 @@ def _mat(op, name, t, rank):
         raise _bad(op, name, f"a {rank}-D tensor", t.describe())
 
 
+# Below this many outputs one cumsum over all products beats a Python loop over k.
+_SMALL_OUT = 4096
+_CHUNK = 1 << 22  # products held at once on the small-output path
+
+
+def ordered_matmul(a, b, dtype=None):
+    """``a @ b`` for (..., m, k) x (..., k, n), each output a running sum from zero of its
+    k products in order, every product and partial sum rounded to ``dtype`` (default: a's):
+    the ``sum += x * y`` loops of ExecuTorch's matmul and convolution kernels, bit for bit."""
+    dtype = np.dtype(dtype or a.dtype)
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+    if dtype.kind in "iub":
+        return np.matmul(a, b)
+    k = a.shape[-1]
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    acc = np.zeros(shape, dtype)
+    if prod(shape) >= _SMALL_OUT:
+        tmp = np.empty(shape, dtype)
+        for t in range(k):
+            np.multiply(a[..., t, None], b[..., t, None, :], out=tmp)
+            acc += tmp
+        return acc
+    # Few outputs, typically a long k: products laid out along a last axis behind the
+    # running value, summed by cumsum (numpy's accumulate is sequential), chunk by chunk.
+    bt = np.swapaxes(b, -1, -2)[..., None, :, :]
+    at = a[..., :, None, :]
+    step = max(1, _CHUNK // max(prod(shape), 1))
+    for t0 in range(0, k, step):
+        p = at[..., t0:t0 + step] * bt[..., t0:t0 + step]
+        acc = np.cumsum(np.concatenate([acc[..., None], p], axis=-1), axis=-1,
+                        dtype=dtype)[..., -1]
+    return acc
+
+
 def _scalar(v, ct):
     """A Scalar argument in the compute dtype (ATen casts alpha/beta to the op's dtype)."""
     return ct.type(v)
@@ -44,7 +83,7 @@ def mm_out(self, mat2, out):
                    mat2.describe())
     ct = compute_dtype(result_type(self, mat2))
     _no_bool(op, ct)
-    out.write(np.matmul(self.numpy().astype(ct, copy=False), mat2.numpy().astype(ct, copy=False)))
+    out.write(ordered_matmul(self.numpy(), mat2.numpy(), ct))
 
 
 @register("aten::bmm.out")
@@ -57,7 +96,7 @@ def bmm_out(self, mat2, out):
                    f"{self.describe()}", mat2.describe())
     ct = compute_dtype(result_type(self, mat2))
     _no_bool(op, ct)
-    out.write(np.matmul(self.numpy().astype(ct, copy=False), mat2.numpy().astype(ct, copy=False)))
+    out.write(ordered_matmul(self.numpy(), mat2.numpy(), ct))
 
 
 @register("aten::addmm.out")
@@ -68,9 +107,10 @@ def addmm_out(self, mat1, mat2, beta, alpha, out):
     if mat1.shape[1] != mat2.shape[0]:
         raise _bad(op, "mat2", f"{mat1.shape[1]} rows to match mat1 {mat1.describe()}",
                    mat2.describe())
-    ct = compute_dtype(result_type(self, mat1, mat2))
+    ct = result_type(self, mat1, mat2)
     _no_bool(op, ct)
-    res = np.matmul(mat1.numpy().astype(ct, copy=False), mat2.numpy().astype(ct, copy=False))
+    # portable addmm: the sum in the tensor's own type, then sum * alpha + self * beta
+    res = ordered_matmul(mat1.numpy(), mat2.numpy(), ct)
     if alpha != 1:
         res = res * _scalar(alpha, ct)
     if beta != 0:  # beta == 0 ignores self entirely (NaN/inf in self do not propagate)
@@ -94,7 +134,10 @@ def linear_out(input, weight, bias, out):
     ct = compute_dtype(result_type(input, weight) if bias is None
                        else result_type(input, weight, bias))
     _no_bool(op, ct)
-    res = np.matmul(input.numpy().astype(ct, copy=False), weight.numpy().astype(ct, copy=False).T)
+    x, w = input.numpy(), weight.numpy()
+    w2 = w.T if w.ndim == 2 else w[:, None]
+    res = ordered_matmul(x.reshape(-1, x.shape[-1]), w2, ct)
+    res = res.reshape(x.shape[:-1] + w.shape[:-1])
     if bias is not None:
         res = res + bias.numpy().astype(ct, copy=False)
     out.write(res)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import compute_dtype
+from kernels.promote import BF16, compute_dtype
 from kernels.registry import register
 
 
@@ -45,17 +45,19 @@ def _native_batch_norm_legit_no_training_out(input, weight, bias, running_mean, 
                                              momentum, eps, out0, out1, out2):
     op = "aten::_native_batch_norm_legit_no_training.out"
     C, shape = _bn_check(op, input)
-    ct = compute_dtype(input.dtype)
+    ct = input.dtype if input.dtype.kind == "f" or input.dtype == BF16 else compute_dtype(
+        input.dtype)
     mean = _vec(op, "running_mean", running_mean, C, ct)
     var = _vec(op, "running_var", running_var, C, ct)
     w, b = _vec(op, "weight", weight, C, ct), _vec(op, "bias", bias, C, ct)
-    # Fold into one scale and shift per channel: one multiply-add over the tensor.
-    scale = (1 / np.sqrt(var + ct.type(eps))).astype(ct)
-    if w is not None:
-        scale = scale * w
-    shift = -mean * scale if b is None else b - mean * scale
+    # ExecuTorch's portable loop, rounding as it does: invstd in double, then
+    # (x - mean) * invstd * weight + bias in the input's own type, left to right.
+    invstd = (1.0 / np.sqrt(var.astype(np.float64) + eps)).astype(ct)
+    w = np.ones(C, ct) if w is None else w
+    b = np.zeros(C, ct) if b is None else b
     x = input.numpy().astype(ct, copy=False)
-    out0.write(x * scale.reshape(shape) + shift.reshape(shape))
+    out0.write((x - mean.reshape(shape)) * invstd.reshape(shape) * w.reshape(shape)
+               + b.reshape(shape))
     # ExecuTorch's portable kernel (like ATen) returns empty save_mean / save_invstd here.
     out1.write(np.zeros((0,), ct))
     out2.write(np.zeros((0,), ct))

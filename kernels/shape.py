@@ -130,14 +130,6 @@ def unsqueeze_copy_out(self, dim, out):
     out.write(np.expand_dims(x, _dim("unsqueeze_copy", dim, x.ndim + 1)))
 
 
-@register("aten::view_as_real_copy.out")
-def view_as_real_copy_out(self, out):
-    x = self.numpy()
-    if x.dtype.kind != "c":
-        raise _bad("view_as_real_copy", "self", f"expected a complex tensor, got {x.dtype}")
-    out.write(np.stack([x.real, x.imag], axis=-1))
-
-
 # ---- indexing views -----------------------------------------------------------------
 
 @register("aten::slice_copy.Tensor_out")

@@ -2,11 +2,13 @@
 
 Index and weight arithmetic follows ATen's CPU kernels in the op-math dtype
 (float32 for float32 and half types, float64 for float64), since nearest
-indices depend on float32 rounding. Separable interpolations are two small
-GEMMs with per-axis interpolation matrices.
+indices depend on float32 rounding. float32 and half bilinear resampling
+evaluates ExecuTorch's per-output formula (bit for bit); the other separable
+interpolations are two small GEMMs with per-axis interpolation matrices.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
@@ -14,6 +16,8 @@ from kernels.promote import compute_dtype
 from kernels.registry import register
 
 F32 = np.float32
+F32_, F16 = np.dtype(np.float32), np.dtype(np.float16)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _bad(op, arg, expected, got):
@@ -52,8 +56,8 @@ def _sizes(op, input, output_size, scale_factors):
 
 def _scale(in_size, out_size, align_corners, scale, dt):
     """ATen's area_pixel_compute_scale."""
-    if align_corners:
-        return dt.type((in_size - 1) / (out_size - 1)) if out_size > 1 else dt.type(0)
+    if align_corners:  # in the op-math type, as ExecuTorch and ATen divide
+        return dt.type(in_size - 1) / dt.type(out_size - 1) if out_size > 1 else dt.type(0)
     if scale is not None and scale > 0:
         return dt.type(1.0 / scale)
     return dt.type(in_size) / dt.type(out_size) if out_size else dt.type(0)
@@ -106,10 +110,42 @@ def upsample_bilinear2d_vec_out(input, output_size, align_corners, scale_factors
     if input.dtype == np.uint8:
         out.write(_u8_resample(input.numpy(), oh, ow, align_corners, sh, sw, False))
         return
+    if input.dtype in (F16, F32_, BF16):  # float64 keeps ATen's double weights
+        out.write(_bilinear_taps(input.numpy(), oh, ow, align_corners, sh, sw))
+        return
     dt = _opmath(input.dtype)
     res = _separable(input.numpy(), _linear_matrix(H, oh, align_corners, sh, dt),
                      _linear_matrix(W, ow, align_corners, sw, dt), dt)
     out.write(_finish(res, input.dtype))
+
+
+def _taps(in_size, out_size, align_corners, scale):
+    """ExecuTorch's compute_source_index_and_lambda per output position: (index0, index1,
+    lambda0, lambda1), the weights in float32 whatever the tensor's type."""
+    o = np.arange(out_size)
+    if out_size == in_size:
+        return o, o, np.ones(out_size, F32), np.zeros(out_size, F32)
+    s = _scale(in_size, out_size, align_corners, scale, np.dtype(F32))
+    of = o.astype(F32)
+    src = s * of if align_corners else np.maximum(s * (of + F32(0.5)) - F32(0.5), F32(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    lam1 = np.clip(src - i0.astype(F32), F32(0), F32(1)).astype(F32)
+    return i0, i0 + (i0 < in_size - 1), F32(1) - lam1, lam1
+
+
+def _bilinear_taps(x, oh, ow, align_corners, sh, sw):
+    """float32/half bilinear resampling as ExecuTorch's portable loop evaluates it, per
+    output: top = tl * w0 + tr * w1, bottom = bl * w0 + br * w1, top * h0 + bottom * h1,
+    in float32, rounded once to the tensor's type. (ExecuTorch keeps float32 weights for
+    double tensors too; ATen, and the float64 path here, use double weights.)"""
+    ct = F32
+    h0, h1, lh0, lh1 = _taps(x.shape[-2], oh, align_corners, sh)
+    w0, w1, lw0, lw1 = _taps(x.shape[-1], ow, align_corners, sw)
+    xc = x.astype(ct, copy=False)
+    lw0, lw1 = lw0.astype(ct), lw1.astype(ct)
+    top = xc[..., h0[:, None], w0] * lw0 + xc[..., h0[:, None], w1] * lw1
+    bottom = xc[..., h1[:, None], w0] * lw0 + xc[..., h1[:, None], w1] * lw1
+    return (top * lh0[:, None].astype(ct) + bottom * lh1[:, None].astype(ct)).astype(x.dtype)
 
 
 def _aa_matrix(in_size, out_size, align_corners, scale, dt):

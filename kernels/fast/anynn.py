@@ -12,9 +12,10 @@ compute dtype, into a contiguous scratch buffer sized at bind time from the
 tensor's capacity (so any dim order and any dynamic size up to the bound work);
 the result is computed into scratch and scattered into the out with a cast
 (half/bfloat16 round to nearest even). The float algorithms are the existing
-ones where they fit (BLAS gemm; ``conv._conv`` through descriptors made up for
-the scratch buffers; ``norm``'s layer/group/batch-norm bodies); the rest is a
-direct loop. A single-row linear (decoding) reads its weight in place, in its own
+ones where they fit (``conv._conv`` through descriptors made up for the scratch
+buffers; ``norm``'s layer/group/batch-norm bodies); the rest is a direct loop.
+Matrix products and convolutions add in ExecuTorch's order (each output a
+running sum from zero); half types accumulate in float32 here. A single-row linear (decoding) reads its weight in place, in its own
 dtype, with vectorized dot products. One cfunc per family (matrix products,
 convolution, normalization), the compute dtype chosen at run time.
 """
@@ -28,9 +29,10 @@ from numba.extending import overload
 
 from cython_ext import from_numpy_dtype, to_numpy_dtype
 from kernels.fast import register_fast
-from kernels.fast.blas import gemm_addr, matmul_strided
-from kernels.fast.conv import _conv, _cols_range
+from kernels.fast.blas import matmul_strided
+from kernels.fast.conv import _conv, _cols_range, transposed_et
 from kernels.fast.conv import _scratch as _conv_scratch
+from kernels.fast.conv import scratch_elems as conv_scratch_elems
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32,
                              ST_F64, ST_I8, ST_I16, ST_I32, ST_I64, ST_U8, bits_to_f64,
                              cast_like, desc, f32_from_bits, f32_to_half, f64_to_bf16,
@@ -504,7 +506,7 @@ def _bind_mm(ctx, op, comp, a, b, out, s=None, alpha=1, beta=0, bmode=0):
     if al is None or be is None:
         return None
     return ctx.bind(lazy(mm_any_kernel), [
-        op, gemm_addr(np.float32 if mk == ST_F32 else np.float64) if mk != ST_I64 else 0,
+        op, 0,  # no BLAS: _naive_mm adds in ExecuTorch's order (k first to last, from zero)
         ctx.desc(a), ctx.desc(b), ctx.desc(out), ctx.desc(s) if bmode else 0, al, be,
         int(alpha != 1), bmode, mk, ct, ctx.buffer(a.capacity * item),
         ctx.buffer(b.capacity * item), ctx.buffer(out.capacity * item),
@@ -643,7 +645,7 @@ def _float_conv(cb, mk, item):
 def _ov_float_conv(cb, mk, item):
     if isinstance(mk, types.Integer):
         return lambda cb, mk, item: NOT_SUPPORTED  # integer inputs take the direct loop
-    return lambda cb, mk, item: _conv(cb, cast_like(1, mk), cast_like(0, mk), item)
+    return lambda cb, mk, item: _conv(cb, cast_like(0, mk), item)
 
 
 @njit
@@ -705,9 +707,9 @@ def _conv_fwd(blk, mk, item):
         else:
             _zero(blk[C_SO0], o[3], mk)
         g3 = scratch(fa + G_OFF * 8 + 16 * 8, 24)
-        if tr:
+        if tr:  # ExecuTorch's loop order, bias first (as above)
             _geom(g3, blk, N, C, O, x, o, w)
-            _corr(ptr_like(blk[C_SX], mk), ov, ptr_like(blk[C_SW], mk), g3, 1, mk)
+            transposed_et(ptr_like(blk[C_SX], mk), ptr_like(blk[C_SW], mk), ov, g3)
         else:
             _geom(g3, blk, N, O, C, o, x, w)
             _corr(ov, ptr_like(blk[C_SX], mk), ptr_like(blk[C_SW], mk), g3, 0, mk)
@@ -719,8 +721,8 @@ def _conv_fwd(blk, mk, item):
         _fake(fx, x, blk[C_SX], stc, x[3])
         _fake(fw, w, blk[C_SW], stc, w[3])
         _fake(fo, o, blk[C_SO0], stc, o[3])
-        cb = scratch(fa + CB_OFF * 8, 14)
-        cb[0] = blk[C_FN]
+        cb = scratch(fa + CB_OFF * 8, 15)
+        cb[0], cb[14] = blk[C_FN], 0  # no packed weight: it is gathered on every run
         cb[1], cb[2], cb[4] = fa + F_X * 512, fa + F_W * 512, fa + F_O * 512
         cb[3] = 0
         if hasb:
@@ -883,19 +885,12 @@ def bind_convolution_any(ctx, input, weight, bias, stride, padding, dilation, tr
     mk, ct, item = comp
     fn, im, imn = 0, 0, 0
     if mk != ST_I64 and not transposed and k <= 2:
-        fn = gemm_addr(np.float32 if mk == ST_F32 else np.float64)
-        # conv.py's scratch: im2col columns or the padded depthwise plane, load-time sizes
+        fn = 1  # conv.py's loops (ExecuTorch's accumulation order), not the direct _corr
+        # conv.py's scratch at load-time sizes: the padded depthwise plane or im2col + gemm
         sp = ([1] + list(input.shape[2:]))[-2:]
         kern = ([1] + list(weight.shape[2:]))[-2:]
-        ph, dh, sh = p[1:], d[1:], s[1:]
-        osp = [max(0, (sp[i] + 2 * ph[i] - dh[i] * (kern[i] - 1) - 1) // sh[i] + 1)
-               for i in range(2)]
-        cg = weight.shape[1]
-        if cg == 1:
-            nelem = (sp[0] + 2 * ph[0]) * (sp[1] + 2 * ph[1]) if any(ph) else 0
-        else:
-            pointwise = kern == [1, 1] and sh == [1, 1] and ph == [0, 0]
-            nelem = 0 if pointwise else cg * kern[0] * kern[1] * osp[0] * osp[1]
+        nelem = conv_scratch_elems(weight.shape[0] // groups, weight.shape[1], kern, sp, s[1:],
+                                   p[1:], d[1:])
         if nelem:
             im, nbytes = _conv_scratch(ctx, nelem * item)
             imn = nbytes // item

@@ -1,18 +1,20 @@
-"""Compiled 1-D/2-D convolution (non-transposed): im2col + BLAS gemm, or a direct loop.
+"""Compiled 1-D/2-D convolution (non-transposed), in ExecuTorch's accumulation order.
 
 float32/float64, NC(H)W contiguous input/weight/out of one dtype; transposed
 and 3-D convolutions, channels-last layouts and other dtypes stay on the
-reference kernel. Per batch and group:
+reference kernel. Every output is a running sum from zero over (input channel,
+kernel row, kernel column), the bias added last, as ExecuTorch's portable loop
+computes it, bit for bit. Per batch and group:
 
 * 1x1, stride 1, unpadded: the input plane already is the (C/g, H*W) column
-  matrix, so one gemm ``out = W @ x`` and nothing else;
+  matrix, so one ordered gemm ``out = W @ x`` (``kernels.fast.ordered``);
 * one input channel per group (depthwise, or a 1-channel input): a direct
   loop over the kernel taps, row by row; memory-bound, so no gemm;
 * otherwise im2col into a scratch buffer shared by the method's convolutions
-  (sized at bind time from the input's upper-bound sizes), then one gemm.
+  (sized at bind time from the input's upper-bound sizes), then one ordered gemm.
 
-A 1-D convolution runs as a 2-D one with H = 1. The bias is written into the
-out first and gemm accumulates onto it.
+A 1-D convolution runs as a 2-D one with H = 1. Padding reads as zeros, whose
+products add exactly nothing, so the sums equal the C++ loop's that skips them.
 """
 from __future__ import annotations
 
@@ -22,13 +24,15 @@ import numpy as np
 from numba import carray, njit
 
 from kernels.fast import register_fast
-from kernels.fast.blas import gemm_addr, matmul_strided
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, desc, lazy,
                              ptr_like, resize_to)
+from kernels.fast.ordered import gemm_scratch, ordered_gemm, scratch_size
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-# argument block
-B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN = range(14)
+# argument block (B_FN is unused: once BLAS gemm's address, kept for the layout; B_WT: the
+# weight transposed per group, (Cg*k, O/g), packed at load when it is a constant, else 0)
+B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
+    B_WT = range(15)
 
 
 @njit(inline="always")
@@ -75,15 +79,18 @@ def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 
 @njit
-def _gemm_conv(buf, fn, x, w, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw, OH,
-               OW, one, beta, item):
-    """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L) (+ out if beta)."""
+def _gemm_conv(buf, x, w, wt, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw, OH,
+               OW, zero, item):
+    """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order.
+    ``buf`` holds the im2col columns, then the gemm's own scratch."""
     L = OH * OW
     og, kg = O // g, Cg * KH * KW
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
+    ncols = 0 if pointwise else kg * L
     pcols = buf.ctypes.data
-    cols = ptr_like(pcols, one)
-    xp = ptr_like(x[0], one)
+    cols = ptr_like(pcols, zero)
+    gscr = buf[ncols:]
+    xp = ptr_like(x[0], zero)
     for n in range(N):
         for gi in range(g):
             xbase = (n * C + gi * Cg) * H * W
@@ -92,11 +99,9 @@ def _gemm_conv(buf, fn, x, w, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, d
             else:
                 _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
                 pb = pcols
-            st = matmul_strided(fn, og, L, kg, one, w[0] + gi * og * kg * item, kg, 1, pb, L, 1,
-                                beta, o[0] + (n * O + gi * og) * L * item, L, one)
-            if st != OK:
-                return st
-    return OK
+            ordered_gemm(og, L, kg, w[0] + gi * og * kg * item, kg, 1, pb, L, 1,
+                         o[0] + (n * O + gi * og) * L * item, L, gscr, zero,
+                         wt + gi * og * kg * item if wt else 0)
 
 
 @njit
@@ -119,8 +124,9 @@ def _pad_plane(dst, xp, xb, H, W, ph, pw):
 @njit
 def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero):
     """One input channel per group: every output row is a sum over the kernel taps of
-    strided input rows, read from a zero-padded copy of the plane when there is padding.
-    3x3 kernels (most depthwise convolutions) sum their nine taps in registers."""
+    strided input rows, read from a zero-padded copy of the plane when there is padding,
+    added tap by tap onto the zeroed out. 3x3 kernels (most depthwise convolutions) sum
+    their nine taps in registers, left to right: the same sum."""
     pad = ptr_like(buf.ctypes.data, zero)
     xp = ptr_like(x[0], zero)
     wf = ptr_like(w[0], zero)
@@ -171,7 +177,44 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
 
 
 @njit
-def _conv(block, one, zero, item):
+def transposed_et(X, Wt, Y, g3):
+    """Transposed convolution in ExecuTorch's loop order (op_convolution.cpp), over the
+    geometry of ``anynn._geom`` (3 spatial dims, leading ones of size 1): ``Y`` already holds
+    the bias (or zeros); per output channel, every input position in row-major order, every
+    input channel of its group and every kernel tap adds x * w where it lands inside Y."""
+    N, C, O, g = g3[0], g3[1], g3[2], g3[3]
+    a0, a1, a2, b0, b1, b2 = g3[4], g3[5], g3[6], g3[7], g3[8], g3[9]
+    k0, k1, k2, s0, s1, s2 = g3[10], g3[11], g3[12], g3[13], g3[14], g3[15]
+    p0, p1, p2, d0, d1, d2 = g3[16], g3[17], g3[18], g3[19], g3[20], g3[21]
+    cg, og, LA, LB, K = C // g, O // g, a0 * a1 * a2, b0 * b1 * b2, k0 * k1 * k2
+    for n in range(N):
+        for gi in range(g):
+            for oc in range(og):
+                yb = (n * O + gi * og + oc) * LB
+                for i0 in range(a0):
+                    for i1 in range(a1):
+                        for i2 in range(a2):
+                            for ic in range(cg):
+                                c = gi * cg + ic
+                                xv = X[(n * C + c) * LA + (i0 * a1 + i1) * a2 + i2]
+                                wb = (c * og + oc) * K
+                                for q0 in range(k0):
+                                    o0 = s0 * i0 + d0 * q0 - p0
+                                    if o0 < 0 or o0 >= b0:
+                                        continue
+                                    for q1 in range(k1):
+                                        o1 = s1 * i1 + d1 * q1 - p1
+                                        if o1 < 0 or o1 >= b1:
+                                            continue
+                                        for q2 in range(k2):
+                                            o2 = s2 * i2 + d2 * q2 - p2
+                                            if 0 <= o2 < b2:
+                                                Y[yb + (o0 * b1 + o1) * b2 + o2] += \
+                                                    xv * Wt[wb + (q0 * k1 + q1) * k2 + q2]
+
+
+@njit
+def _conv(block, zero, item):
     x = desc(block[B_X])
     w = desc(block[B_W])
     o = desc(block[B_OUT])
@@ -196,8 +239,28 @@ def _conv(block, one, zero, item):
     if N * O * L == 0:
         return OK
     of = ptr_like(o[0], zero)
-    beta = zero
-    if block[B_BIAS] != 0:
+    if Cg == 1 or x[3] == 0:
+        for i in range(N * O * L):
+            of[i] = zero
+    if x[3] != 0:
+        pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
+        if Cg == 1:
+            need = (H + 2 * ph) * (W + 2 * pw) if ph or pw else 1
+        else:
+            kg = Cg * KH * KW
+            need = (0 if pointwise else kg * L) + gemm_scratch(O // g, L, kg, 1,
+                                                                block[B_WT] != 0)
+        if need <= block[B_SCRN] or need <= 1:
+            buf = carray(ptr_like(block[B_SCR] if block[B_SCR] else o[0], zero), max(need, 1))
+        else:  # sizes over the bind-time bound (a dynamic input grew in one dim): allocate
+            buf = np.full(need, zero)
+        if Cg == 1:
+            _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
+                    zero)
+        else:
+            _gemm_conv(buf, x, w, block[B_WT], o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph,
+                       pw, dh, dw, OH, OW, zero, item)
+    if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
         b = desc(block[B_BIAS])
         if b[3] != O:
             return INVALID_ARGUMENT
@@ -207,37 +270,16 @@ def _conv(block, one, zero, item):
                 v = bf[oc]
                 base = (n * O + oc) * L
                 for i in range(L):
-                    of[base + i] = v
-        beta = one
-    elif Cg == 1 or x[3] == 0:
-        for i in range(N * O * L):
-            of[i] = zero
-    if x[3] == 0:
-        return OK
-    if Cg == 1:
-        need = (H + 2 * ph) * (W + 2 * pw) if ph or pw else 1
-    else:
-        pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
-        need = 1 if pointwise else Cg * KH * KW * L
-        if block[B_FN] == 0:
-            return NOT_SUPPORTED
-    if need <= block[B_SCRN] or need == 1:
-        buf = carray(ptr_like(block[B_SCR] if block[B_SCR] else o[0], zero), need)
-    else:  # sizes over the bind-time bound (a dynamic input grew in one dim): allocate
-        buf = np.full(need, zero)
-    if Cg == 1:
-        _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero)
-        return OK
-    return _gemm_conv(buf, block[B_FN], x, w, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
-                      dh, dw, OH, OW, one, beta, item)
+                    of[base + i] += v
+    return OK
 
 
 def conv_kernel(block):
     dt = desc(block[B_OUT])[1]
     if dt == ST_F32:
-        return _conv(block, np.float32(1), np.float32(0), 4)
+        return _conv(block, np.float32(0), 4)
     if dt == ST_F64:
-        return _conv(block, 1.0, 0.0, 8)
+        return _conv(block, 0.0, 8)
     return NOT_SUPPORTED
 
 
@@ -249,6 +291,31 @@ def _ints(values, k):
     if len(values) == 1:
         values *= k
     return values if len(values) == k else None
+
+
+def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
+    """Scratch elements ``_conv`` needs at the load-time (upper-bound) 2-D sizes ``sp``: the
+    direct loop's zero-padded plane, or the im2col columns plus the gemm's scratch."""
+    osp = [max(0, (sp[i] + 2 * padding[i] - dilation[i] * (kern[i] - 1) - 1) // stride[i] + 1)
+           for i in range(2)]
+    if cg == 1:
+        return prod(sp[i] + 2 * padding[i] for i in range(2)) if any(padding) else 0
+    pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]
+    kg, L = cg * prod(kern), prod(osp)
+    return (0 if pointwise else kg * L) + scratch_size(og, L, kg, 1, packed)
+
+
+def packed_weight(ctx, weight, groups):
+    """The weight transposed per group, (Cg*k, O/g) each, in a method-owned buffer, when it
+    is a constant (read-only storage: it cannot change under the copy); else 0. Only
+    convolutions whose outputs have fewer positions than channels read it."""
+    if weight.storage is None or weight.storage.flags.writeable or weight.shape[1] == 1:
+        return 0
+    w = weight.numpy()
+    og = w.shape[0] // groups
+    wt = np.ascontiguousarray(w.reshape(groups, og, -1).transpose(0, 2, 1))
+    ctx.scratch.append(wt)
+    return wt.ctypes.data
 
 
 def _scratch(ctx, nbytes):
@@ -279,21 +346,13 @@ def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transp
         return None
     if k == 1:
         stride, padding, dilation = [1] + stride, [0] + padding, [1] + dilation
-    cg, kern = weight.shape[1], ([1] + list(weight.shape[2:]))[-2:]
-    fn = gemm_addr(dt)
-    if cg != 1 and not fn:
-        return None
-    # scratch sized for the load-time (upper-bound) input sizes
     sp = ([1] + list(input.shape[2:]))[-2:]
-    osp = [max(0, (sp[i] + 2 * padding[i] - dilation[i] * (kern[i] - 1) - 1) // stride[i] + 1)
-           for i in range(2)]
-    pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]
-    if cg == 1:  # the direct loop's zero-padded input plane
-        nelem = prod(sp[i] + 2 * padding[i] for i in range(2)) if any(padding) else 0
-    else:  # im2col rows x columns
-        nelem = 0 if pointwise else cg * prod(kern) * prod(osp)
+    kern = ([1] + list(weight.shape[2:]))[-2:]
+    wt = packed_weight(ctx, weight, groups)
+    nelem = scratch_elems(weight.shape[0] // groups, weight.shape[1], kern, sp, stride, padding,
+                          dilation, wt != 0)
     scratch, nbytes = _scratch(ctx, nelem * dt.itemsize) if nelem else (0, 0)
     return ctx.bind(lazy(conv_kernel), [
-        fn, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
+        0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
         ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
-        groups, scratch, nbytes // dt.itemsize])
+        groups, scratch, nbytes // dt.itemsize, wt])

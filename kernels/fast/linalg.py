@@ -1,29 +1,34 @@
-"""Compiled matrix products: mm, bmm, addmm, linear through BLAS gemm.
+"""Compiled matrix products: mm, bmm, addmm, linear, in ExecuTorch's accumulation order.
 
-float32/float64 with every operand of the out's dtype; anything else, and
-any program when no BLAS library is found, stays on the reference kernel.
-Inputs may be row-major or transposed (a matrix whose innermost dim is one
-of its last two): the strides read at run time pick gemm's transpose flags.
-Outs are contiguous. addmm/linear first write the broadcast bias (times
-beta) into the out and let gemm accumulate onto it.
+float32/float64 with every operand of the out's dtype; anything else stays on
+the reference kernel. Each output is a running sum of its k products in order
+(``kernels.fast.ordered``), as ExecuTorch's plain loops compute it, bit for bit;
+BLAS would reorder the sum. Inputs may be row-major or transposed (a matrix
+whose innermost dim is one of its last two): the strides are read at run time.
+Outs are contiguous. addmm then computes ``sum * alpha + self * beta`` (self
+broadcast; ignored when beta is 0, as ATen) and linear ``sum + bias``.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, njit
 
 from kernels.fast import register_fast
-from kernels.fast.blas import gemm_addr, matmul_strided
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64,
                              desc, lazy, ptr_like, resize_to)
+from kernels.fast.ordered import gemm_scratch, ordered_gemm, scratch_size
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
+# block: op, a, b, out, self/bias (0 if none), alpha bits, beta bits, scratch, scratch elems,
+# B packed row-major at load (a constant weight read transposed), else 0
+K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP = range(10)
 
 
 @njit(inline="always")
-def _fill_bias(o, s, m, n, beta, mk):
-    """out (m x n, contiguous) = beta * s broadcast; s is rank <= 2. Returns a status."""
+def _add_bias(o, s, m, n, alpha, beta, scaled, mk):
+    """out (m x n, contiguous) = out * alpha + s * beta (just out + s unless ``scaled``),
+    ``s`` rank <= 2 broadcast. Returns a status."""
     r = s[2]
     sm, rs = (s[8], s[24]) if r == 2 else (1, 0)
     sn = s[8 + r - 1] if r >= 1 else 1
@@ -32,38 +37,31 @@ def _fill_bias(o, s, m, n, beta, mk):
         return INVALID_ARGUMENT
     rs = rs if sm != 1 else 0
     cs = cs if sn != 1 else 0
-    if m * n == 0:
-        return OK
     x = ptr_like(s[0], mk)
     z = ptr_like(o[0], mk)
     for i in range(m):
         for j in range(n):
-            z[i * n + j] = beta * x[i * rs + j * cs]
+            if scaled:
+                z[i * n + j] = z[i * n + j] * alpha + x[i * rs + j * cs] * beta
+            else:
+                z[i * n + j] = z[i * n + j] + x[i * rs + j * cs]
     return OK
 
 
 @njit
-def _matmul(block, alpha, beta, one, mk, item):
-    op = block[0]
-    fn = block[1]
-    a = desc(block[2])
-    b = desc(block[3])
-    o = desc(block[4])
+def _matmul(block, alpha, beta, mk, item):
+    op = block[K_OP]
+    a = desc(block[K_A])
+    b = desc(block[K_B])
+    o = desc(block[K_O])
+    nb = 1
     if op == OP_BMM:
         if a[2] != 3 or b[2] != 3 or a[8] != b[8] or a[10] != b[9]:
             return INVALID_ARGUMENT
         nb, m, k, n = a[8], a[9], a[10], b[10]
         st = resize_to(o, (nb, m, n), 3)
-        if st != OK:
-            return st
-        for i in range(nb):
-            st = matmul_strided(fn, m, n, k, alpha, a[0] + i * a[24] * item, a[25], a[26],
-                                b[0] + i * b[24] * item, b[25], b[26], mk,
-                                o[0] + i * m * n * item, n, mk)
-            if st != OK:
-                return st
-        return OK
-    if op == OP_LINEAR:  # input (..., k) @ weight(n, k).T + bias
+        ars, acs, brs, bcs = a[25], a[26], b[25], b[26]
+    elif op == OP_LINEAR:  # input (..., k) @ weight(n, k).T + bias
         nd = a[2]
         if nd < 1 or b[2] != 2 or a[8 + nd - 1] != b[9] or o[2] != nd:
             return INVALID_ARGUMENT
@@ -75,63 +73,79 @@ def _matmul(block, alpha, beta, one, mk, item):
             m *= a[8 + i]
         sizes[nd - 1] = n
         st = resize_to(o, sizes, nd)
-        if st != OK:
-            return st
         # a rank-2 input may be transposed; higher ranks are contiguous (checked at bind)
-        ars = a[24] if nd == 2 else k
-        acs = a[24 + nd - 1]
-        has_bias = block[5] != 0
-        if has_bias:
-            st = _fill_bias(o, desc(block[5]), m, n, one, mk)
-            if st != OK:
-                return st
-        return matmul_strided(fn, m, n, k, alpha, a[0], ars, acs, b[0], b[25], b[24],
-                              one if has_bias else mk, o[0], n, mk)
-    # mm / addmm
-    if a[2] != 2 or b[2] != 2 or a[9] != b[8]:
-        return INVALID_ARGUMENT
-    m, k, n = a[8], a[9], b[9]
-    st = resize_to(o, (m, n), 2)
+        ars, acs, brs, bcs = (a[24] if nd == 2 else k), a[24 + nd - 1], b[25], b[24]
+    else:  # mm / addmm
+        if a[2] != 2 or b[2] != 2 or a[9] != b[8]:
+            return INVALID_ARGUMENT
+        m, k, n = a[8], a[9], b[9]
+        st = resize_to(o, (m, n), 2)
+        ars, acs, brs, bcs = a[24], a[25], b[24], b[25]
     if st != OK:
         return st
-    acc = mk  # gemm's beta: accumulate onto the out once it holds beta * self
-    if op == OP_ADDMM and beta != 0:
-        st = _fill_bias(o, desc(block[5]), m, n, beta, mk)
-        if st != OK:
-            return st
-        acc = one
-    return matmul_strided(fn, m, n, k, alpha, a[0], a[24], a[25], b[0], b[24], b[25], acc,
-                          o[0], n, mk)
+    pb, bstep = b[0], b[24] * item
+    if block[K_BP] != 0:  # (batches of) k x n, contiguous
+        pb, brs, bcs, bstep = block[K_BP], n, 1, k * n * item
+    need = gemm_scratch(m, n, k, bcs)
+    if need <= block[K_SCRN]:
+        scr = carray(ptr_like(block[K_SCR] if block[K_SCR] else o[0], mk), max(need, 1))
+    else:  # sizes over the bind-time bound: allocate
+        scr = np.empty(need, type(mk))
+    for i in range(nb):
+        ordered_gemm(m, n, k, a[0] + i * a[24] * item, ars, acs, pb + i * bstep, brs, bcs,
+                     o[0] + i * m * n * item, n, scr, mk)
+    if op == OP_LINEAR and block[K_S] != 0:
+        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk)
+    if op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
+        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk)
+    if op == OP_ADDMM and alpha != 1:
+        z = ptr_like(o[0], mk)
+        for i in range(m * n):
+            z[i] = z[i] * alpha
+    return OK
 
 
 def matmul_kernel(block):
-    dt = desc(block[4])[1]
-    alpha = bits_to_f64(block[6])
-    beta = bits_to_f64(block[7])
+    dt = desc(block[K_O])[1]
+    alpha = bits_to_f64(block[K_AL])
+    beta = bits_to_f64(block[K_BE])
     if dt == ST_F32:
-        return _matmul(block, np.float32(alpha), np.float32(beta), np.float32(1), np.float32(0),
-                       4)
+        return _matmul(block, np.float32(alpha), np.float32(beta), np.float32(0), 4)
     if dt == ST_F64:
-        return _matmul(block, alpha, beta, 1.0, 0.0, 8)
+        return _matmul(block, alpha, beta, 0.0, 8)
     return NOT_SUPPORTED
 
 
 def _matrix_ok(t, rank):
-    """A tensor BLAS can address: its innermost dim is one of its last two."""
+    """A strided matrix: its innermost dim is one of its last two."""
     return t.ndim == rank and t.dim_order[-1] >= rank - 2
 
 
 def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
     ts = (a, b, out) + (() if s is None else (s,))
-    fn = gemm_addr(out.dtype) if out.dtype in FLOATS else 0
-    if not fn or any(t.dtype != out.dtype for t in ts) or not out.is_contiguous():
+    if out.dtype not in FLOATS or any(t.dtype != out.dtype for t in ts) \
+            or not out.is_contiguous():
         return None
     for v in (alpha, beta):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return None
-    return ctx.bind(lazy(matmul_kernel), [op, fn, ctx.desc(a), ctx.desc(b), ctx.desc(out),
-                                          0 if s is None else ctx.desc(s), ctx.f64(alpha),
-                                          ctx.f64(beta)])
+    bs = b.strides()
+    if op == OP_LINEAR:
+        m, k, n, bcs = a.numel // max(a.shape[-1], 1), b.shape[1], b.shape[0], bs[0]
+    else:
+        m, k, n, bcs = a.shape[-2], a.shape[-1], b.shape[-1], bs[-1]
+    packed = 0
+    if bcs != 1 and b.storage is not None and not b.storage.flags.writeable:
+        # a constant read transposed (a linear layer's weight): packed once, here
+        bp = np.ascontiguousarray(b.numpy().T if op == OP_LINEAR else b.numpy())
+        ctx.scratch.append(bp)
+        packed, bcs = bp.ctypes.data, 1
+    # the gemm's scratch at load-time (upper-bound) sizes
+    nelem = scratch_size(m, n, k, bcs)
+    return ctx.bind(lazy(matmul_kernel), [
+        op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
+        ctx.f64(alpha), ctx.f64(beta), ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0,
+        nelem, packed])
 
 
 @register_fast("aten::mm.out")

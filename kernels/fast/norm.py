@@ -79,17 +79,17 @@ def _bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
     var = flat(rv, m)
     wv = flat(wd, m) if hw else mean
     bv = flat(bd, m) if hb else mean
-    one = cast_like(1.0, m)
-    e = cast_like(eps, m)
+    # ExecuTorch's portable loop, rounding as it does: invstd in double, then
+    # (x - mean) * invstd * weight + bias in the tensor's type, left to right
     for n in range(N):
         for c in range(C):
-            scale = one / math.sqrt(var[c] + e)
-            if hw:
-                scale = scale * wv[c]
-            shift = bv[c] - mean[c] * scale if hb else -mean[c] * scale
+            invstd = cast_like(1.0 / math.sqrt(np.float64(var[c]) + eps), m)
+            mu = mean[c]
+            wc = wv[c] if hw else cast_like(1.0, m)
+            bc = bv[c] if hb else cast_like(0.0, m)
             base = (n * C + c) * inner
             for i in range(inner):
-                z[U(base + i)] = xv[U(base + i)] * scale + shift
+                z[U(base + i)] = (xv[U(base + i)] - mu) * invstd * wc + bc
     return OK
 
 

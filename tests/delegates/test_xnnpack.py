@@ -183,6 +183,21 @@ def test_float_models_match_executorch_runtime(name):
 
 
 @pytest.mark.parametrize("tier", ["reference", "fast"])
+@pytest.mark.parametrize("name", ["deeplabv3", "yolo", "whisper"])
+def test_seed_families_match_executorch_runtime(name, tier):
+    """DeepLabV3, YOLO and Whisper (STFT front end, KV-cache decode steps) lowered to
+    XNNPACK with portable kernels around the delegates, on both tiers."""
+    fx = get_fixture(name)
+    method = load(fx, tier)
+    assert kinds(method).get("DelegateCall", 0) >= 1
+    for step, (inputs, expected) in enumerate(zip(fx.calls, fx.expected)):
+        got = method.execute(inputs)
+        assert len(got) == len(expected)
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_close(g, e, f"{name} [{tier}] call {step} output {i}")
+
+
+@pytest.mark.parametrize("tier", ["reference", "fast"])
 def test_dynamic_batch_reshapes_one_runtime(tier):
     fx = get_fixture("mlp_dynamic")
     method = load(fx, tier)

@@ -46,6 +46,7 @@ class Spec:
     dynamic_shapes: Callable[[], Any] | None = None
     meta: Callable[[Any], dict] = field(default=lambda module: {})
     external_weights: bool = False  # XNNPACK weights in a .ptd ("model") instead of the .pte
+    edge_exceptions: tuple = ()  # aten ops kept outside core ATen (tests/programs/fixtures.py)
 
 
 def _randn(seed: int, *shape: int) -> np.ndarray:
@@ -201,6 +202,12 @@ def _qd8_qb4w():
     return model
 
 
+def _whisper_calls():
+    from tests.programs.fixtures import SPECS
+
+    return SPECS["whisper"].calls()
+
+
 def _output_step(module) -> dict:
     """The output's quantization scale (one step), read from the last dequantize node."""
     step = None
@@ -232,6 +239,12 @@ SPECS: dict[str, Spec] = {
     "qd8_qb4w": Spec("1", _qd8_qb4w, lambda: [[_randn(193, 3, 64)], [_randn(194, 3, 64)]]),
     "quant_mobilenet_v2": Spec("1", _quant_mobilenet, lambda: [[_randn(170, 1, 3, 96, 96)]],
                                meta=_output_step),
+    # the seed's families (tests/programs/family_models.py): convs, matmuls in XNNPACK; the
+    # rest (STFT, KV-cache writes, box decode pieces XNNPACK lacks) on portable kernels
+    "deeplabv3": Spec("1", _model("make_deeplabv3"), lambda: [[_randn(1100, 1, 3, 64, 64)]]),
+    "yolo": Spec("1", _model("make_yolo"), lambda: [[_randn(1110, 1, 3, 64, 64)]]),
+    "whisper": Spec("1", _model("make_whisper"), lambda: _whisper_calls()[:3],
+                    edge_exceptions=("unfold", "view_as_real")),
 }
 NAMES = tuple(SPECS)
 
@@ -316,7 +329,13 @@ def export(name: str) -> tuple[bytes, bytes | None, dict]:
             ep = torch.export.export(tagged, args, dynamic_shapes=dyn, strict=True)
         else:
             ep = torch.export.export(module, args, dynamic_shapes=dyn)
-    pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    config = {}
+    if spec.edge_exceptions:
+        from tests.programs.fixtures import edge_config
+
+        config["compile_config"] = edge_config(spec.edge_exceptions)
+    pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()],
+                                      **config).to_executorch()
     ptd = bytes(pte._tensor_data["model"]) if spec.external_weights else None
     return pte.buffer, ptd, spec.meta(module)
 

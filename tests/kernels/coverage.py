@@ -253,6 +253,12 @@ OVERRIDES: dict[str, dict] = {
     "aten::view_copy.out": {"size": [3, 2]},
     # complex input: the real dtype column is the complex type's component (float32 -> complex64)
     "aten::view_as_real_copy.out": {"self": ("cplx", (2, 3))},
+    "aten::view_as_complex_copy.out": {"self": ("t", (2, 3, 2))},
+    "aten::_fft_r2c.out": {"self": T23, "dim": [1], "normalization": 0, "onesided": True},
+    "aten::_fft_c2r.out": {"self": ("cplx", (2, 3)), "dim": [1], "normalization": 2,
+                           "last_dim_size": 4},
+    "aten::_fft_c2c.out": {"self": ("cplx", (2, 3)), "dim": [1], "normalization": 1,
+                           "forward": True},
     "aten::where.self_out": {"condition": ("b", (2, 3))},
     "aten::repeat.out": {"repeats": [2, 1]},
     "aten::convolution_backward.out": {
@@ -728,13 +734,16 @@ def _build_case(name, args, dt, rng):
     return vals
 
 
-OUT_DTYPE_TRIES = ("same", "bool", "int64", "float32", "mixed32", "mixedbool")
+OUT_DTYPE_TRIES = ("same", "bool", "int64", "float32", "mixed32", "mixedbool", "complex")
+_COMPLEX_OF = {"float32": "complex64", "float64": "complex128"}
 
 
 def _make_outs(spec, dt, attempt, idx):
     import torch
     if attempt == "same":
         d = dt
+    elif attempt == "complex":  # view_as_complex, r2c: the complex type of the swept dtype
+        d = _COMPLEX_OF.get(dt, dt)
     elif attempt in ("mixed32", "mixedbool"):
         d = dt if idx == 0 else ("float32" if attempt == "mixed32" else "bool")
     else:

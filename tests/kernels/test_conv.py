@@ -161,3 +161,55 @@ def test_convolution_backward(case):
          g, [True, True, True], *outs)
     for o, t in zip(outs, want):
         assert_close(o.numpy(), to_np(t), rtol=1e-9, atol=1e-9)
+
+
+# ---- ExecuTorch's accumulation order, bit for bit -------------------------------------
+
+def _portable_conv2d(x, w, b, stride, padding, dilation, groups):
+    """op_convolution.cpp's loop, element by element: a running sum from zero over (input
+    channel, kernel row, kernel column) in the input's type, out-of-bounds taps skipped,
+    then the bias."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, oh, ow), x.dtype)
+    for bi in range(n):
+        for oc in range(o):
+            c0 = (oc // og) * cg
+            for y in range(oh):
+                for xo in range(ow):
+                    acc = x.dtype.type(0)
+                    for ci in range(cg):
+                        for ky in range(kh):
+                            iy = y * stride[0] + ky * dilation[0] - padding[0]
+                            if not 0 <= iy < h:
+                                continue
+                            for kx in range(kw):
+                                ix = xo * stride[1] + kx * dilation[1] - padding[1]
+                                if 0 <= ix < wd:
+                                    acc = acc + x[bi, c0 + ci, iy, ix] * w[oc, ci, ky, kx]
+                    if b is not None:
+                        acc = acc + b[oc]
+                    out[bi, oc, y, xo] = acc
+    return out
+
+
+@pytest.mark.parametrize("case", [
+    ((1, 3, 7, 6), (4, 3, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),
+    ((1, 4, 9, 8), (6, 2, 3, 2), True, [2, 1], [1, 0], [1, 2], 2),
+    ((1, 4, 8, 8), (4, 1, 5, 5), False, [1, 1], [4, 4], [2, 2], 4),   # dilated depthwise
+    ((2, 5, 4, 4), (3, 5, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_conv_matches_executorch_loop_bit_for_bit(case, dtype):
+    xs, ws, has_b, s, p, d, g = case
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype) if has_b else None
+    want = _portable_conv2d(x, w, b, s, p, d, g)
+    out = static_out(want.shape, dtype)
+    call(OP, x, w, b, s, p, d, False, [0, 0], g, out)
+    np.testing.assert_array_equal(out.numpy(), want)

@@ -20,6 +20,10 @@ _UNREGISTERED = "no reference kernel registered yet"
 # op -> (dtypes or "all", reason). Keep short and honest: test_known_gaps_are_real fails once
 # a gap is closed, so entries must be removed when fixed.
 KNOWN_GAPS: dict = {}
+# ops whose fast tier runs the reference kernel (a Python call for that instruction), by
+# design; op -> reason. Issue 17: FFTs are pocketfft through numpy, bit for bit ExecuTorch's.
+REFERENCE_ONLY = {op: "pocketfft through numpy (ExecuTorch's results bit for bit)"
+                  for op in ("aten::_fft_r2c.out", "aten::_fft_c2r.out", "aten::_fft_c2c.out")}
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +98,10 @@ def test_every_supported_cell_runs_compiled(rows):
     """Issue 4's bar: every op x dtype cell torch supports matches torch on the compiled
     tier too, not only on the reference kernels."""
     reference_only = [(r.op, dt, c.reason) for r in rows for dt, c in r.cells.items()
-                      if c.status == "reference"]
+                      if c.status == "reference" and r.op not in REFERENCE_ONLY]
     assert not reference_only, reference_only
+    assert all(any(c.status == "reference" for c in by.cells.values())
+               for by in rows if by.op in REFERENCE_ONLY), "REFERENCE_ONLY entries now compile"
 
 
 def test_compiled_tier_is_exercised(rows):

@@ -1,10 +1,12 @@
 """Any-dtype compiled matrix products, convolution and normalization (kernels/fast/anynn.py)
 against the reference tier (itself tested against torch).
 
-float16/bfloat16 compute in float32 like the reference and may differ from it in the last
-bit of the rounded result; integer results are exact (wrapping like the reference);
-float32/float64 through the generic kernels (forced with the ``generic`` fixture, or reached
-when the specialized kernel declines) agree to summation-order rounding.
+float16/bfloat16 compute in float32 and may differ from the reference in the last bit of
+the rounded result (its convolution and addmm accumulate in the half type itself, as
+ExecuTorch's portable loops do: a few units in the last place); integer results are exact
+(wrapping like the reference); float32/float64 through the generic kernels (forced with the
+``generic`` fixture, or reached when the specialized kernel declines) add in the same order
+as the reference.
 """
 from __future__ import annotations
 
@@ -202,7 +204,8 @@ def test_convolution(dt, generic):
 def test_convolution_layouts_and_mixed():
     x, w = _rand((2, 3, 6, 5), F16), _rand((4, 3, 3, 3), F16)
     common = [[1, 1], [1, 1], [1, 1], False, [0, 0], 1]
-    _check(CONV, [_laid_out(x, (0, 2, 3, 1)), w, None] + common, [(2, 4, 6, 5)], F16)
+    # the reference adds in float16 like ExecuTorch's loop, this kernel in float32
+    _check(CONV, [_laid_out(x, (0, 2, 3, 1)), w, None] + common, [(2, 4, 6, 5)], F16, tol=0.05)
     x32 = x.astype(F32)  # float32 cases the specialized kernel declines
     _check(CONV, [_laid_out(x32, (0, 2, 3, 1)), w.astype(F32), None] + common,
            [(2, 4, 6, 5)], F32)
@@ -211,7 +214,8 @@ def test_convolution_layouts_and_mixed():
     ref = static_out((2, 4, 6, 5), BF16)
     call(CONV, x.astype(BF16), w.astype(BF16), None, *common, ref)
     assert call_fast(CONV, x.astype(BF16), w.astype(BF16), None, *common, out) == 0
-    assert_close(out.numpy(), ref.numpy(), rtol=2e-2, atol=5e-2)
+    # bfloat16: the reference rounds every partial sum to 8 bits, this kernel sums in float32
+    assert_close(out.numpy(), ref.numpy(), rtol=2e-2, atol=0.2)
     i = np.full((1, 4, 5, 5), 100, np.int8)  # integer accumulation wraps like the reference
     _check(CONV, [i, i[:2, :, :3, :3].copy().reshape(1, 4, 3, 3).repeat(2, 0), None] + common,
            [(1, 2, 5, 5)], np.int8)

@@ -127,3 +127,43 @@ def test_pdist(shape, p, dtype):
     call("aten::_pdist_forward.out", to_np(x), p, out)
     tol = TOL[dtype]
     assert_close(out.numpy(), to_np(want), rtol=tol, atol=tol)
+
+
+# ---- ExecuTorch's accumulation order, bit for bit -------------------------------------
+
+def _running_sum_matmul(a, b, acc_dtype):
+    """vec_matmul's loop: each output a running sum from zero, in order, in ``acc_dtype``."""
+    out = np.zeros((a.shape[0], b.shape[1]), acc_dtype)
+    for i in range(a.shape[0]):
+        for j in range(b.shape[1]):
+            acc = acc_dtype(0)
+            for t in range(a.shape[1]):
+                acc = acc + acc_dtype(a[i, t]) * acc_dtype(b[t, j])
+            out[i, j] = acc
+    return out
+
+
+@pytest.mark.parametrize("m,k,n", [(3, 70, 5), (1, 300, 2), (40, 9, 1)])
+def test_products_match_executorch_loops_bit_for_bit(m, k, n):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    s = rng.standard_normal((n,)).astype(np.float32)
+    want = _running_sum_matmul(a, b, np.float32)
+    out = static_out((m, n), np.float32)
+    call("aten::mm.out", a, b, out)
+    np.testing.assert_array_equal(out.numpy(), want)
+    call("aten::addmm.out", s, a, b, 1, 1, out)  # sum, then + self
+    np.testing.assert_array_equal(out.numpy(), want + s)
+    call("aten::addmm.out", s, a, b, 0.5, 2.0, out)  # sum * alpha + self * beta
+    np.testing.assert_array_equal(out.numpy(),
+                                  want * np.float32(2.0) + s * np.float32(0.5))
+    call("aten::linear.out", a, np.ascontiguousarray(b.T), s, out)
+    np.testing.assert_array_equal(out.numpy(), want + s)
+    # half types: addmm sums in the type itself (portable loop), mm in float32 (optimized gemm)
+    a16, b16, s16 = a.astype(np.float16), b.astype(np.float16), s.astype(np.float16)
+    call("aten::addmm.out", s16, a16, b16, 1, 1, out16 := static_out((m, n), np.float16))
+    np.testing.assert_array_equal(out16.numpy(), _running_sum_matmul(a16, b16, np.float16) + s16)
+    call("aten::mm.out", a16, b16, out16)
+    np.testing.assert_array_equal(out16.numpy(),
+                                  _running_sum_matmul(a16, b16, np.float32).astype(np.float16))

@@ -64,6 +64,9 @@ class Spec:
     lower: str = "to_edge_transform_and_lower"  # or "to_edge"
     quantized: bool = False  # outputs are int8-quantized: compare loosely
     method: str = "forward"
+    # ops outside core ATen the program keeps (ExecuTorch has kernels for them), e.g.
+    # ("unfold", "view_as_real") for an STFT front end: EdgeCompileConfig's exception list
+    edge_exceptions: tuple = ()
     notes: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -95,6 +98,12 @@ def _cond_inputs() -> list:
             x = -x
         calls.append([x])
     return calls
+
+
+def _whisper_calls() -> list:
+    audio = _randn(1200, 1, 2048)
+    tokens = _rng(1201).integers(0, 64, size=5)
+    return [[audio, np.array([[t]], dtype=np.int64), _pos(p)] for p, t in enumerate(tokens)]
 
 
 def _llama_sdpa_calls() -> list:
@@ -162,6 +171,19 @@ SPECS: dict[str, Spec] = {
         "1", _make_quant_cnn,
         lambda: [[_randn(1000, 1, 3, 32, 32)], [_randn(1001, 1, 3, 32, 32)]],
         lower="to_edge", quantized=True,
+    ),
+    "deeplabv3": Spec("1", _m("make_deeplabv3"),
+                      lambda: [[_randn(1100, 1, 3, 64, 64)], [_randn(1101, 1, 3, 64, 64)]]),
+    "yolo": Spec("1", _m("make_yolo"),
+                 lambda: [[_randn(1110, 1, 3, 64, 64)], [_randn(1111, 1, 3, 64, 64)]]),
+    "whisper": Spec("1", _m("make_whisper"), _whisper_calls,
+                    edge_exceptions=("unfold", "view_as_real"),
+                    notes="log-mel (STFT) + encoder + one decoder step per call, KV cache"),
+    "quant_mobilenet_v2": Spec(
+        "1", _m("make_quant_mobilenet_v2"),
+        lambda: [[_randn(1010, 1, 3, 96, 96)], [_randn(1011, 1, 3, 96, 96)]],
+        lower="to_edge", quantized=True,
+        notes="int8 PT2E, portable quantized ops: bit-identical to executorch.runtime",
     ),
 }
 
@@ -319,7 +341,17 @@ def export_program(name: str) -> bytes:
     with torch.no_grad():
         ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
     lower = {"to_edge": to_edge, "to_edge_transform_and_lower": to_edge_transform_and_lower}
-    return lower[spec.lower](ep).to_executorch().buffer
+    config = {"compile_config": edge_config(spec.edge_exceptions)} if spec.edge_exceptions else {}
+    return lower[spec.lower](ep, **config).to_executorch().buffer
+
+
+def edge_config(exceptions=()):
+    """EdgeCompileConfig keeping ``exceptions`` (aten op names) out of core-ATen checks."""
+    import torch
+    from executorch.exir import EdgeCompileConfig
+
+    return EdgeCompileConfig(_core_aten_ops_exception_list=[
+        getattr(torch.ops.aten, n).default for n in exceptions])
 
 
 def _import_runtime_libs() -> None:

@@ -95,16 +95,18 @@ def _make_divisible(v: float, divisor: int = 8) -> int:
 
 
 class ConvBNReLU6(nn.Sequential):
-    def __init__(self, c_in: int, c_out: int, kernel: int = 3, stride: int = 1, groups: int = 1):
+    def __init__(self, c_in: int, c_out: int, kernel: int = 3, stride: int = 1, groups: int = 1,
+                 dilation: int = 1):
         super().__init__(
-            nn.Conv2d(c_in, c_out, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+            nn.Conv2d(c_in, c_out, kernel, stride, dilation * (kernel - 1) // 2, dilation,
+                      groups=groups, bias=False),
             nn.BatchNorm2d(c_out),
             nn.ReLU6(inplace=True),
         )
 
 
 class InvertedResidual(nn.Module):
-    def __init__(self, c_in: int, c_out: int, stride: int, expand_ratio: int):
+    def __init__(self, c_in: int, c_out: int, stride: int, expand_ratio: int, dilation: int = 1):
         super().__init__()
         hidden = int(round(c_in * expand_ratio))
         self.use_res = stride == 1 and c_in == c_out
@@ -112,7 +114,7 @@ class InvertedResidual(nn.Module):
         if expand_ratio != 1:
             layers.append(ConvBNReLU6(c_in, hidden, kernel=1))
         layers += [
-            ConvBNReLU6(hidden, hidden, stride=stride, groups=hidden),  # depthwise
+            ConvBNReLU6(hidden, hidden, stride=stride, groups=hidden, dilation=dilation),  # dw
             nn.Conv2d(hidden, c_out, 1, bias=False),  # linear bottleneck
             nn.BatchNorm2d(c_out),
         ]
@@ -464,21 +466,60 @@ def quant_cnn_input(seed: int) -> torch.Tensor:
     return torch.randn(1, 3, 32, 32, generator=g)
 
 
-def make_quant_cnn() -> tuple[nn.Module, nn.Module]:
-    """Returns (float model, converted fake-quant GraphModule) after int8 PT2E
-    quantization with XNNPACKQuantizer (symmetric, per-channel weights)."""
+def quantize_int8(model: nn.Module, example: tuple, calibration) -> nn.Module:
+    """int8 PT2E with XNNPACKQuantizer (symmetric, per-channel weights): the module exported
+    with ``example`` args, calibrated on ``calibration`` (arg tuples), converted (fake-quant)."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    torch.manual_seed(11)
-    model = QuantCNN().eval()
-    example = (quant_cnn_input(0),)
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
     prepared = prepare_pt2e(torch.export.export(model, example).module(), quantizer)
     with torch.no_grad():
-        for seed in range(100, 116):
-            prepared(quant_cnn_input(seed))
-    return model, convert_pt2e(prepared)
+        for args in calibration:
+            prepared(*args)
+    return convert_pt2e(prepared)
+
+
+def make_quant_cnn() -> tuple[nn.Module, nn.Module]:
+    """Returns (float model, converted fake-quant GraphModule) after int8 PT2E
+    quantization with XNNPACKQuantizer (symmetric, per-channel weights)."""
+    torch.manual_seed(11)
+    model = QuantCNN().eval()
+    return model, quantize_int8(model, (quant_cnn_input(0),),
+                                [(quant_cnn_input(seed),) for seed in range(100, 116)])
+
+
+def make_quant_mobilenet_v2(resolution: int = 96) -> nn.Module:
+    """MobileNetV2 (the float fixture's weights at ``resolution``) after int8 PT2E: lowered
+    with ``to_edge`` it runs dequantize -> float conv/addmm -> quantize on portable kernels,
+    where a last-bit difference in a float accumulation flips whole quantization steps."""
+    model = make_mobilenet_v2(resolution)
+    g = torch.Generator().manual_seed(12)
+    calibration = [(torch.randn(1, 3, resolution, resolution, generator=g),) for _ in range(4)]
+    return quantize_int8(model, calibration[0], calibration)
+
+
+# ----------------------------------------------------------------- the seed's families
+# DeepLabV3-style segmenter, YOLO-style detector, Whisper-style speech model: written in
+# tests/programs/family_models.py (this file stays readable in one sitting).
+
+
+def make_deeplabv3():
+    from tests.programs import family_models
+
+    return family_models.make_deeplabv3()
+
+
+def make_yolo():
+    from tests.programs import family_models
+
+    return family_models.make_yolo()
+
+
+def make_whisper():
+    from tests.programs import family_models
+
+    return family_models.make_whisper()

@@ -26,6 +26,7 @@ def _cases():
     import torch
     import torch.nn.functional as F
     f16, bf16, f32, f64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+    c64, c128 = torch.complex64, torch.complex128
     i8, u8, i16, i32, i64, b = torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, \
         torch.bool
     cl = "channels_last"
@@ -152,6 +153,50 @@ def _cases():
         "embedding_f16": ("aten::embedding.out",
                           lambda w: F.embedding(torch.tensor([[0, 3], [2, 2]]), w),
                           [((4, 5), f16)]),
+        # FFTs (pocketfft in both) and complex tensors: compared bit for bit (complex outputs
+        # always are; EXACT names the real-valued ones)
+        "rfft_f32": ("aten::_fft_r2c.out", lambda x: torch.fft.rfft(x), [((3, 400), f32)]),
+        "rfft_ortho_f64": ("aten::_fft_r2c.out", lambda x: torch.fft.rfft(x, norm="ortho"),
+                           [((2, 64), f64)]),
+        "rfft2_f32": ("aten::_fft_r2c.out", lambda x: torch.fft.rfft2(x, norm="forward"),
+                      [((2, 6, 10), f32)]),
+        "irfft_exact": ("aten::_fft_c2r.out", lambda z: torch.fft.irfft(z, n=30),
+                        [((3, 16), c64)]),
+        "irfft2_f64_exact": ("aten::_fft_c2r.out", lambda z: torch.fft.irfft2(z, s=(6, 10)),
+                             [((2, 6, 6), c128)]),
+        "conj_c64": ("aten::_conj_physical.out", torch.conj_physical,
+                     [((3, 4), c64)]),
+        "view_as_real_c128_exact": ("aten::view_as_real_copy.out",
+                                    lambda z: torch.view_as_real(z) + 1, [((5, 3), c128)]),
+        # float accumulations of ExecuTorch's portable loops (convolution, addmm): these must
+        # agree bit for bit (EXACT). Its mm/bmm/linear call the sgemm its wheel links (edge
+        # tiles of its own), so those are not among them.
+        "conv2d_grouped_exact": ("aten::convolution.out",
+                                 lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1,
+                                                          dilation=(1, 2), groups=2),
+                                 [((1, 8, 9, 10), f32), ((6, 4, 3, 3), f32), ((6,), f32)]),
+        "conv2d_depthwise_exact": ("aten::convolution.out",
+                                   lambda x, w, b: F.conv2d(x, w, b, padding=4, dilation=2,
+                                                            groups=6),
+                                   [((1, 6, 11, 11), f32), ((6, 1, 5, 5), f32), ((6,), f32)]),
+        "conv2d_deep_exact": ("aten::convolution.out",
+                              lambda x, w: F.conv2d(x, w, padding=1),
+                              [((1, 64, 3, 3), f32), ((96, 64, 3, 3), f32)]),
+        "conv1d_exact": ("aten::convolution.out", lambda x, w, b: F.conv1d(x, w, b, padding=2),
+                         [((2, 16, 40), f32), ((24, 16, 5), f32), ((24,), f32)]),
+        "conv_transpose2d_exact": ("aten::convolution.out",
+                                   lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1,
+                                                                      output_padding=1),
+                                   [((1, 6, 5, 4), f32), ((6, 3, 4, 4), f32), ((3,), f32)]),
+        "conv2d_f64_exact": ("aten::convolution.out", lambda x, w: F.conv2d(x, w, stride=2),
+                             [((1, 5, 9, 9), f64), ((7, 5, 3, 3), f64)]),
+        "addmm_exact": ("aten::addmm.out", lambda c, a, b: torch.addmm(c, a, b),
+                        [((40,), f32), ((3, 300), f32), ((300, 40), f32)]),
+        "addmm_scaled_exact": ("aten::addmm.out",
+                               lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=1.5),
+                               [((5, 40), f32), ((5, 70), f32), ((70, 40), f32)]),
+        "linear_exact": ("aten::addmm.out", lambda x, w, b: F.linear(x, w, b),
+                         [((2, 200), f32), ((9, 200), f32), ((9,), f32)]),
     }
 
 
@@ -177,6 +222,9 @@ def make_inputs(name: str) -> list:
         flag = spec[2] if len(spec) > 2 else None
         if dtype == torch.bool:
             t = torch.rand(shape, generator=g) > 0.5
+        elif dtype.is_complex:
+            t = torch.complex(torch.randn(shape, generator=g),
+                              torch.randn(shape, generator=g)).to(dtype)
         elif dtype.is_floating_point:
             t = (torch.randn(shape, generator=g) * 2).to(dtype)
         else:
@@ -203,7 +251,7 @@ def _module(fn):
 def single_op_program(name: str) -> Path:
     """The case's .pte, exported by ExecuTorch once and cached."""
     import torch
-    from executorch.exir import to_edge
+    from executorch.exir import EdgeCompileConfig, to_edge
 
     d = cache_dir() / "single_ops"
     d.mkdir(parents=True, exist_ok=True)
@@ -212,7 +260,10 @@ def single_op_program(name: str) -> Path:
     if not (pte.exists() and key.exists() and key.read_text() == want):
         args = tuple(make_inputs(name))
         ep = torch.export.export(_module(cases()[name][1]).eval(), args)
-        buf = to_edge(ep).to_executorch().buffer
+        # complex ops outside core ATen that ExecuTorch has kernels for (view ops as copies)
+        config = EdgeCompileConfig(_core_aten_ops_exception_list=[
+            torch.ops.aten.view_as_real.default, torch.ops.aten._conj_physical.default])
+        buf = to_edge(ep, compile_config=config).to_executorch().buffer
         _write_atomic(pte, lambda f: f.write(buf))
         _write_atomic(key, lambda f: f.write(want.encode()))
     return pte

@@ -1,7 +1,12 @@
 """Parity: programs exported by ExecuTorch run in pyruntime with the outputs
 executorch.runtime gives on the same inputs (float: max abs error <= 1e-4 x
 max(1, max |ref|); integers and bools exact). Calls run in order on one loaded
-method, so mutable state (KV caches) is compared step by step."""
+method, so mutable state (KV caches) is compared step by step.
+
+Programs whose float work is convolutions, addmm, batch norm, bilinear resampling,
+sums and means (ExecuTorch's plain loops, reproduced in their order) must match bit
+for bit, int8 programs above all: there a last-bit difference flips whole
+quantization steps (``python -m tests.programs.bitexact`` measures every fixture)."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,3 +42,18 @@ def test_parity_with_executorch_runtime(name, tier):
         assert len(got) == len(expected), f"call {step}: {len(got)} outputs, expected {len(expected)}"
         for i, (g, e) in enumerate(zip(got, expected)):
             assert_output_parity(g, e, f"{name} call {step} output {i}")
+
+
+# Bit for bit on both tiers: ExecuTorch's accumulation order reproduced (issue 17).
+BIT_IDENTICAL = ("mlp", "cnn_bn", "mobilenet_v2", "resnet18", "deeplabv3", "quant_cnn",
+                 "quant_mobilenet_v2")
+
+
+@pytest.mark.parametrize("tier", ["reference", "fast"])
+@pytest.mark.parametrize("name", BIT_IDENTICAL)
+def test_bit_identical_with_executorch_runtime(name, tier):
+    from tests.programs.bitexact import measure
+
+    same, total, worst = measure(get_fixture(name), tier)
+    assert same == total, f"{name} [{tier}]: {total - same} of {total} outputs differ " \
+                          f"(max {worst:.3g})"
