@@ -15,7 +15,8 @@ _KNOWN = ("XnnpackBackend", "VulkanBackend", "CoreMLBackend", "QnnBackend", "Eth
 # Bridges shipped in this package, imported (and so registered) on first use of the
 # registry: importing a bridge is cheap, its vendor library is only looked for when
 # a program needs it.
-_BRIDGES = {"XnnpackBackend": "delegates.xnnpack", "CoreMLBackend": "delegates.coreml"}
+_BRIDGES = {"XnnpackBackend": "delegates.xnnpack", "QnnBackend": "delegates.qnn",
+            "CoreMLBackend": "delegates.coreml", "VulkanBackend": "delegates.vulkan"}
 
 
 class BackendRegistry:

@@ -66,7 +66,13 @@ def _executorch_method(path, method):
         except Exception:  # noqa: BLE001 - optional op libraries
             pass
     t = time.perf_counter()
-    m = ETRuntime.get().load_program(str(path)).load_method(method)
+    try:
+        m = ETRuntime.get().load_program(str(path)).load_method(method)
+    except Exception as e:  # noqa: BLE001 - e.g. a backend executorch's wheel lacks (Vulkan)
+        print(f"note: executorch.runtime cannot load {path} ({type(e).__name__}: "
+              f"{str(e).splitlines()[0] if str(e) else ''}); timing pyruntime alone",
+              file=sys.stderr)
+        return None, None, None
     return m, time.perf_counter() - t, torch
 
 

@@ -65,7 +65,8 @@ def inspect_program(path, data_path=None, out=sys.stdout) -> None:
 
 
 def _describe_delegates(prog, method, w) -> None:
-    """Per delegate, the ops inside it, for backends with a ``describe(payload)`` hook."""
+    """Per delegate, the ops inside it, for backends with a ``describe_payload(payload)`` hook
+    returning op names."""
     from collections import Counter
 
     from delegates import backend_registry
@@ -74,10 +75,11 @@ def _describe_delegates(prog, method, w) -> None:
     for d, bd in enumerate(plan.delegates or []):
         backend = backend_registry._backends.get(bd.id or "") \
             if bd.id in backend_registry.registered() else None
-        if backend is None or not hasattr(backend, "describe"):
+        if backend is None or not hasattr(backend, "describe_payload"):
             continue
         try:
-            ops = backend.describe(prog._pte.delegate_blob(bd.processed, f"delegate {d}"))
+            ops = backend.describe_payload(
+                prog._pte.delegate_blob(bd.processed, f"delegate {d}"))
         except ExecuTorchError as e:
             w(f"    [{d}] {bd.id}: {e}\n")
             continue

@@ -22,17 +22,31 @@ from tests.fuzz.targets import TARGETS, load_sources, run_case
 # target -> (cases, chunks): about 3 minutes on the 2-core CI machine
 SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "xnnpack": (600, 2),
          "coreml": (300, 1),
+         "qnn": (60, 1),  # each new QNN binary is opened in a child process first: ~1 s a case
+         "vulkan": (200, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
 CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
 
 
 def _missing(name: str) -> str | None:
     """Why ``name``'s sources cannot be made here (a vendor library that is not installed)."""
+    if name == "qnn":
+        from delegates.qnn import library
+        from tests.delegates.qnn_fixtures import unavailable_reason
+
+        if library.get_library() is None:
+            return f"QnnBackend: {library.unavailable_reason()}"
+        return unavailable_reason()
     if name == "coreml":
         from delegates.coreml import coreml_backend
 
         ok = coreml_backend.is_available()
         return None if ok else f"CoreMLBackend: {coreml_backend.unavailable_reason()}"
+    if name == "vulkan":
+        from delegates.vulkan.device import availability
+
+        ok, why = availability()
+        return None if ok else f"VulkanBackend: {why}"
     return None
 
 

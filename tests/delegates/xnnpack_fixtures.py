@@ -11,11 +11,8 @@ Run ``python -m tests.delegates.xnnpack_fixtures [names]`` to build ahead of the
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import importlib.metadata
 import json
-import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,8 +20,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tests import fixture_cache
+from tests.fixture_cache import cache_dir, write_atomic as _write
+
 FORMAT_VERSION = "1"
-_REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -250,11 +249,6 @@ NAMES = tuple(SPECS)
 
 
 # ---- cache --------------------------------------------------------------------------
-def cache_dir() -> Path:
-    env = os.environ.get("PYRUNTIME_FIXTURES")
-    return Path(env) if env else _REPO / "tests" / ".fixtures"
-
-
 def _paths(name):
     exts = ("pte", "npz", "json", "key") + (("ptd",) if SPECS[name].external_weights else ())
     return {ext: cache_dir() / f"xnnpack_{name}.{ext}" for ext in exts}
@@ -270,41 +264,13 @@ def _key(name) -> dict:
             "executorch": importlib.metadata.version("executorch")}
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _valid(name) -> bool:
     p = _paths(name)
-    try:
-        key = json.loads(p["key"].read_text())
-        return ({k: key.get(k) for k in _key(name)} == _key(name) and
-                all(key["files"].get(e) == _sha256(p[e]) for e in _data_exts(name)))
-    except (OSError, ValueError, KeyError, AttributeError):
-        return False
+    return fixture_cache.is_valid(p["key"], _key(name), {e: p[e] for e in _data_exts(name)})
 
 
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
-@contextlib.contextmanager
 def _lock(name):
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    import fcntl
-
-    with open(cache_dir() / f"xnnpack_{name}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return fixture_cache.lock(f"xnnpack_{name}")
 
 
 def export(name: str) -> tuple[bytes, bytes | None, dict]:
@@ -374,8 +340,7 @@ def _build(name: str) -> None:
     _write(p["pte"], pte)
     _write(p["npz"], npz.getvalue())
     _write(p["json"], json.dumps(meta, indent=1).encode())
-    key = {**_key(name), "files": {e: _sha256(p[e]) for e in _data_exts(name)}}
-    _write(p["key"], json.dumps(key, indent=1).encode())
+    fixture_cache.write_key(p["key"], _key(name), {e: p[e] for e in _data_exts(name)})
 
 
 _MEMO: dict[str, Fixture] = {}

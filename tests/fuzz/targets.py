@@ -27,6 +27,7 @@ class Target:
     # program stays intact and the inputs given to execute are mutated
     description: str = ""
     case_timeout: float = 60.0  # seconds before a case counts as a hang
+    env: tuple = ()  # (name, value) pairs set while a case runs
 
 
 # Dynamic shapes (mlp_dynamic), control flow (cond: jumps and moves), a KV cache
@@ -55,6 +56,16 @@ TARGETS = {t.name: t for t in (
                       ("coreml", "mlp_multi")), "reference", region="delegate",
            description="CoreML delegate payloads (flattened directory, ML Program protobuf, "
                        "MIL blob weights, CMJR references) run by the MIL interpreter"),
+    # Qualcomm's own parsers and simulator crash on some corrupted context binaries (as
+    # under ExecuTorch's runtime): each new binary is opened in a child process first
+    Target("qnn", (("qnn", "mlp_int8"), ("qnn", "cnn_bn_fp16"), ("qnn", "mlp_u8_io"),
+                   ("qnn", "two_methods")), "reference", region="delegate",
+           env=(("PYRUNTIME_QNN_VERIFY", "1"), ("PYRUNTIME_QNN_VERIFY_TIMEOUT", "20")),
+           description="QNN delegate payloads (header, context binary) on the HTP simulator"),
+    Target("vulkan", (("vulkan", "mlp"), ("vulkan", "cnn_bn"), ("vulkan", "quant_cnn"),
+                      ("vulkan", "llama_kv")), "fast", region="delegate",
+           description="Vulkan delegate payloads (VH00 header, VkGraph) run on a Vulkan "
+                       "device (lavapipe)"),
 )}
 # The harness's own check (tests/test_fuzz.py): case 3 mod 7 aborts the process,
 # 5 mod 7 raises a non-ExecuTorchError, 6 mod 7 never returns, the rest are
@@ -78,6 +89,10 @@ def _fixture(kind: str, name: str):
         from tests.programs.fixtures import get_fixture
     elif kind == "coreml":
         from tests.delegates.coreml_fixtures import get_fixture
+    elif kind == "qnn":
+        from tests.delegates.qnn_fixtures import get_fixture
+    elif kind == "vulkan":
+        from tests.delegates.vulkan_fixtures import get_fixture
     else:
         from tests.delegates.xnnpack_fixtures import get_fixture
     return get_fixture(name)
@@ -124,7 +139,7 @@ def _etdump_source(pte: bytes, calls) -> Source:
     from pyruntime.devtools import EventTracer
 
     tracer = EventTracer()
-    m = tracer.load_method(Program(pte))
+    m = tracer.load_method(Program(pte), tier="reference")
     for c in calls:
         m.execute(c)
     dump = tracer.etdump()
@@ -173,6 +188,23 @@ def inputs_for(meta, valid):
 def run_case(target: Target, data: bytes, valid_inputs) -> str:
     """Load ``data`` and run each method once; the outcome name (see module doc).
     For the ``inputs`` target, ``valid_inputs`` are passed to execute as they are."""
+    if not target.env:
+        return _run_case(target, data, valid_inputs)
+    import os
+
+    saved = {k: os.environ.get(k) for k, _ in target.env}
+    os.environ.update(dict(target.env))
+    try:
+        return _run_case(target, data, valid_inputs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run_case(target: Target, data: bytes, valid_inputs) -> str:
     from pyruntime import ExecuTorchError, Program
 
     if target is SELFTEST:
