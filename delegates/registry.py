@@ -16,7 +16,8 @@ _KNOWN = ("XnnpackBackend", "VulkanBackend", "CoreMLBackend", "QnnBackend", "Eth
 # registry: importing a bridge is cheap, its vendor library is only looked for when
 # a program needs it.
 _BRIDGES = {"XnnpackBackend": "delegates.xnnpack", "QnnBackend": "delegates.qnn",
-            "CoreMLBackend": "delegates.coreml", "VulkanBackend": "delegates.vulkan"}
+            "CoreMLBackend": "delegates.coreml", "VulkanBackend": "delegates.vulkan",
+            "EthosUBackend": "delegates.ethosu", "TOSABackend": "delegates.tosa"}
 
 
 class BackendRegistry:

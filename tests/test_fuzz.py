@@ -24,6 +24,7 @@ SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "x
          "coreml": (300, 1),
          "qnn": (60, 1),  # each new QNN binary is opened in a child process first: ~1 s a case
          "vulkan": (200, 1),
+         "ethosu": (300, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
 CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
 
@@ -42,6 +43,13 @@ def _missing(name: str) -> str | None:
 
         ok = coreml_backend.is_available()
         return None if ok else f"CoreMLBackend: {coreml_backend.unavailable_reason()}"
+    if name == "ethosu":
+        from delegates.ethosu import ethosu_backend
+        from tests.delegates.ethosu_fixtures import unavailable_reason
+
+        if not ethosu_backend.is_available():
+            return f"EthosUBackend: {ethosu_backend.unavailable_reason()}"
+        return unavailable_reason()
     if name == "vulkan":
         from delegates.vulkan.device import availability
 

@@ -62,6 +62,10 @@ TARGETS = {t.name: t for t in (
                    ("qnn", "two_methods")), "reference", region="delegate",
            env=(("PYRUNTIME_QNN_VERIFY", "1"), ("PYRUNTIME_QNN_VERIFY_TIMEOUT", "20")),
            description="QNN delegate payloads (header, context binary) on the HTP simulator"),
+    Target("ethosu", (("ethosu", "mlp_u55"), ("ethosu", "cnn_u55")), "reference",
+           region="delegate",
+           description="Ethos-U delegate payloads (vela_bin_stream blocks, COP1 driver header, "
+                       "register command stream, MLW weights) run on our NPU model"),
     Target("vulkan", (("vulkan", "mlp"), ("vulkan", "cnn_bn"), ("vulkan", "quant_cnn"),
                       ("vulkan", "llama_kv")), "fast", region="delegate",
            description="Vulkan delegate payloads (VH00 header, VkGraph) run on a Vulkan "
@@ -93,6 +97,8 @@ def _fixture(kind: str, name: str):
         from tests.delegates.qnn_fixtures import get_fixture
     elif kind == "vulkan":
         from tests.delegates.vulkan_fixtures import get_fixture
+    elif kind == "ethosu":
+        from tests.delegates.ethosu_fixtures import get_fixture
     else:
         from tests.delegates.xnnpack_fixtures import get_fixture
     return get_fixture(name)

@@ -1,0 +1,359 @@
+"""A functional model of the Ethos-U55 NPU: the register machine and its memory.
+
+``compile_stream`` walks the command stream once at load: it decodes every word
+(an unknown opcode or a cmd1 missing its payload word is an error naming the
+command's index), keeps the register file as the stream sets it, and turns each
+``NPU_OP_*`` into an operation with its registers decoded and every feature-map
+byte address computed and checked against its memory region. Addresses depend
+only on registers, so a malformed stream fails at load, never half-way through a
+run. ``Npu.run`` then executes the operations on the memory regions (byte arrays:
+0 the read-only weight data, 1 the scratch arena that holds inputs, outputs and
+intermediates, 2 fast scratch) with the integer arithmetic of ``ops.py``.
+
+Feature maps (``FeatureMap``) are up to four tiles (``BASE0..3``: tile 1 right of
+``WIDTH0``, tile 2 below ``HEIGHT0``, tile 3 below ``HEIGHT1`` on the right), in NHWC
+(``c * STRIDE_C``) or NHCWB16 (bricks of 16 channels: ``(c // 16) * STRIDE_C +
+(c % 16) * element size``), rows at ``STRIDE_Y`` and columns at ``STRIDE_X``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from delegates.ethosu import registers as R
+from delegates.ethosu.payload import BACKEND
+
+N_REGIONS = 8
+# Work limits of the model (a corrupted stream must fail, not exhaust memory or time):
+# far above any Ethos-U55 operation (a MobileNetV2's largest is 0.2 M elements, 10 M MACs)
+MAX_FM_ELEMENTS = 1 << 22
+MAX_OP_MACS = 1 << 30
+MAX_WINDOW_ELEMENTS = 1 << 23  # the gathered input windows of one operation
+MAX_WEIGHTS = 1 << 22
+
+
+class StreamError(ExecuTorchError):
+    pass
+
+
+def stream_error(index: int, word: int, msg: str, code=ErrorCode.InvalidProgram):
+    return StreamError(code, f"{BACKEND}: command {index} (word {word}): {msg}")
+
+
+@dataclass
+class FeatureMap:
+    region: int
+    dims: tuple  # (H, W, C) elements
+    dtype: str  # "s8", "u8", "s16", ...
+    esz: int
+    index: np.ndarray  # (H, W, C) byte offset of each element in its region
+    zero_point: int = 0
+
+    @property
+    def signed(self) -> bool:
+        return self.dtype.startswith("s")
+
+
+@dataclass
+class Operation:
+    kind: str  # conv, depthwise, pool, elementwise, dma
+    index: int  # command index in the stream
+    word: int
+    regs: dict
+    ifm: FeatureMap | None = None
+    ifm2: FeatureMap | None = None
+    ofm: FeatureMap | None = None
+    attrs: dict = field(default_factory=dict)
+
+
+def _s16(v: int) -> int:
+    v &= 0xFFFF
+    return v - 0x10000 if v & 0x8000 else v
+
+
+class _Regs:
+    """The register file; cmd1 registers hold (payload, param)."""
+
+    def __init__(self):
+        self.v: dict = {}
+
+    def get(self, name: str, default=0):
+        return self.v.get(name, default)
+
+
+def decode_words(words: np.ndarray) -> list:
+    """[(command index, word index, name, param, payload or None)], up to NPU_OP_STOP."""
+    out = []
+    w = [int(x) for x in words]
+    i = 0
+    n = len(w)
+    while i < n:
+        word = w[i]
+        code = word & 0xFFFF
+        param = word >> 16
+        is_cmd1 = bool(code & R.CMD1_FLAG)
+        op = code & 0x3FF
+        name = (R.CMD1 if is_cmd1 else R.CMD0).get(op)
+        if name is None or code & 0xBC00:
+            raise stream_error(len(out), i, f"unknown opcode 0x{code:04x} "
+                                            f"({'cmd1' if is_cmd1 else 'cmd0'} 0x{op:03x})")
+        payload = None
+        if is_cmd1:
+            if i + 1 >= n:
+                raise stream_error(len(out), i, f"{name} is a cmd1 whose payload word is "
+                                                "missing (truncated stream)")
+            payload = w[i + 1]
+        out.append((len(out), i, name, param, payload))
+        if name == "NPU_OP_STOP":
+            return out
+        i += 2 if is_cmd1 else 1
+    raise stream_error(len(out), n, "the stream ends without NPU_OP_STOP (truncated)")
+
+
+class Arch:
+    """Micro-block sizes of an Ethos-U55/U65 configuration (vela's architecture table)."""
+
+    UBLOCKS = {32: (8, 4), 64: (8, 8), 128: (8, 8), 256: (8, 8), 512: (8, 8)}
+
+    def __init__(self, config):
+        if config.product not in (0, 1):
+            raise ExecuTorchError(
+                ErrorCode.NotSupported,
+                f"{BACKEND}: the command stream is for {config.name}; the NPU model runs "
+                "Ethos-U55 and Ethos-U65 streams only (the Ethos-U85 command set and its "
+                "weight format are not modelled yet)")
+        if config.macs not in self.UBLOCKS:
+            raise ExecuTorchError(ErrorCode.NotSupported,
+                                  f"{BACKEND}: {config.name}: no such MAC configuration")
+        if config.product == 1 and config.macs == 512:
+            raise ExecuTorchError(ErrorCode.NotSupported,
+                                  f"{BACKEND}: Ethos-U65-512 (two cores, split weight "
+                                  "streams) is not modelled")
+        self.config = config
+        self.ifm_ublock, self.ofm_ublock = self.UBLOCKS[config.macs]
+
+
+class Compiler:
+    def __init__(self, arch: Arch, region_sizes: dict):
+        self.arch = arch
+        self.sizes = region_sizes
+        self.regs = _Regs()
+
+    # ---- feature maps ------------------------------------------------------------
+    def _fm(self, prefix: str, dims: tuple, c: tuple, writable: bool, prec_table) -> FeatureMap:
+        g = self.regs.get
+        idx, w = c
+        region = g(f"{prefix}_REGION")
+        prec = g(f"{prefix}_PRECISION")
+        p = prec & 0xF if prefix != "OFM" else prec & 0x7
+        if p not in prec_table:
+            raise stream_error(idx, w, f"{prefix}_PRECISION {prec:#x}: unknown data type {p}")
+        dtype, esz = prec_table[p]
+        fmt = (prec >> 6) & 3
+        if fmt not in R.FORMATS:
+            raise stream_error(idx, w, f"{prefix}_PRECISION {prec:#x}: unknown format {fmt}")
+        if region >= N_REGIONS or region not in self.sizes:
+            raise stream_error(idx, w, f"{prefix}_REGION {region} is not a memory region")
+        if writable and region == 0:
+            raise stream_error(idx, w, f"{prefix} writes into region 0 (read-only weights)")
+        H, W, C = dims
+        if min(dims) < 1:
+            raise stream_error(idx, w, f"{prefix} has empty dimensions {list(dims)}")
+        if H * W * C > MAX_FM_ELEMENTS:
+            raise stream_error(idx, w, f"{prefix} {H}x{W}x{C} is larger than the model's limit "
+                                       f"of {MAX_FM_ELEMENTS} elements", ErrorCode.NotSupported)
+        bases = [g(f"{prefix}_BASE{t}")[0] for t in range(4)]
+        sx, sy, sc = (g(f"{prefix}_STRIDE_{a}")[0] for a in "XYC")
+        h0 = g(f"{prefix}_HEIGHT0_M1") + 1
+        h1 = g(f"{prefix}_HEIGHT1_M1") + 1
+        w0 = g(f"{prefix}_WIDTH0_M1") + 1
+        h = np.arange(H, dtype=np.int64)[:, None]
+        x = np.arange(W, dtype=np.int64)[None, :]
+        right = x >= w0
+        bottom = np.where(right, h >= h1, h >= h0)
+        tile = right.astype(np.int64) + 2 * bottom
+        base = np.asarray(bases, np.int64)[tile]
+        hh = h - np.where(bottom, np.where(right, h1, h0), 0)
+        ww = x - np.where(right, w0, 0)
+        off = base + hh * sy + ww * sx  # (H, W)
+        ch = np.arange(C, dtype=np.int64)
+        coff = ch * sc if fmt == 0 else (ch // 16) * sc + (ch % 16) * esz
+        index = off[:, :, None] + coff[None, None, :]
+        lo, hi = int(index.min()), int(index.max()) + esz
+        if lo < 0 or hi > self.sizes[region]:
+            raise stream_error(idx, w, f"{prefix} {R.FORMATS[fmt]} {H}x{W}x{C} at bases "
+                                       f"{[hex(b) for b in bases]} spans bytes [{lo}, {hi}) of "
+                                       f"region {region}, which has {self.sizes[region]} bytes",
+                               ErrorCode.InvalidProgram)
+        zp = g(f"{prefix}_ZERO_POINT")
+        zp = _s16(zp) if dtype.startswith("s") else zp & 0xFFFF
+        return FeatureMap(region, dims, dtype, esz, index, zp)
+
+    def _span(self, c, what: str, region: int, start: int, length: int):
+        if region >= N_REGIONS or region not in self.sizes:
+            raise stream_error(*c, f"{what}: region {region} is not a memory region")
+        if length < 0 or start < 0 or start + length > self.sizes[region]:
+            raise stream_error(*c, f"{what}: bytes [{start}, {start + length}) are outside "
+                                   f"region {region} ({self.sizes[region]} bytes)")
+
+    # ---- operations ----------------------------------------------------------------
+    def _output_stage(self, c, op: Operation) -> None:
+        g = self.regs.get
+        prec = g("OFM_PRECISION")
+        act = g("ACTIVATION")
+        fn, clip = act & 0xFFF, (act >> 12) & 0xF
+        if fn != 0:
+            what = ("a lookup-table activation (its table lives in SHRAM, loaded by a DMA "
+                    "to internal memory)" if 16 <= fn <= 23 else
+                    {3: "TANH", 4: "SIGMOID"}.get(fn, f"activation function {fn}"))
+            raise stream_error(*c, f"{what} is not modelled", ErrorCode.NotSupported)
+        if clip not in R.CLIP_RANGES:
+            raise stream_error(*c, f"ACTIVATION clip range {clip} is unknown")
+        lo, hi = R.TYPE_RANGES[op.ofm.dtype]
+        rng = R.CLIP_RANGES[clip]
+        if rng is not None:
+            lo, hi = max(lo, rng[0]), min(hi, rng[1])
+        amin, amax = _s16(g("ACTIVATION_MIN")), _s16(g("ACTIVATION_MAX"))
+        if op.ofm.dtype.startswith("u"):
+            amin, amax = amin & 0xFFFF, amax & 0xFFFF
+        if op.ofm.esz < 4:
+            lo, hi = max(lo, amin), min(hi, amax)
+        op.attrs.update(clamp=(lo, hi), rounding=R.ROUNDING.get((prec >> 14) & 3, "NATURAL"),
+                        global_scale=bool((prec >> 8) & 1))
+        scale, sparam = g("OFM_SCALE", (1, 0))
+        op.attrs["ofm_scale"] = (int(scale), int(sparam) & 0x3F)
+
+    def _kernel(self, c, op: Operation, with_ifm_depth: bool, ofm_dims: tuple) -> None:
+        g = self.regs.get
+        ks = g("KERNEL_STRIDE")
+        sx = ((ks & 1) | ((ks >> 6) & 1) << 1) + 1
+        sy = (((ks >> 1) & 1) | ((ks >> 9) & 1) << 1) + 1
+        dx, dy = ((ks >> 3) & 1) + 1, ((ks >> 4) & 1) + 1
+        kw_eff, kh_eff = g("KERNEL_WIDTH_M1") + 1, g("KERNEL_HEIGHT_M1") + 1
+        if (kw_eff - 1) % dx or (kh_eff - 1) % dy:
+            raise stream_error(*c, f"kernel extent {kh_eff}x{kw_eff} does not fit dilation "
+                                   f"{dy}x{dx}")
+        kw, kh = (kw_eff - 1) // dx + 1, (kh_eff - 1) // dy + 1
+        pt, pl = g("IFM_PAD_TOP"), g("IFM_PAD_LEFT")
+        pb, pr = g("IFM_PAD_BOTTOM"), g("IFM_PAD_RIGHT")
+        if g("IFM_UPSCALE") & 3:
+            raise stream_error(*c, "IFM upscaling (nearest/transpose resampling) is not "
+                                   "modelled", ErrorCode.NotSupported)
+        OH, OW, OC = ofm_dims
+        ih = (OH - 1) * sy + kh_eff - pt - pb
+        iw = (OW - 1) * sx + kw_eff - pl - pr
+        if ih < 1 or iw < 1:
+            raise stream_error(*c, f"padding ({pt}, {pl}, {pb}, {pr}) leaves no IFM rows or "
+                                   f"columns for a {kh}x{kw} kernel")
+        ic = g("IFM_DEPTH_M1") + 1 if with_ifm_depth else OC
+        window = OH * OW * kh * kw * (ic if with_ifm_depth else OC)
+        if window > MAX_WINDOW_ELEMENTS or window * (OC if with_ifm_depth else 1) > MAX_OP_MACS:
+            raise stream_error(*c, f"a {kh}x{kw} kernel over {ic} channels for a {OH}x{OW}x{OC} "
+                                   "OFM is beyond the model's work limits",
+                               ErrorCode.NotSupported)
+        op.attrs.update(stride=(sy, sx), dilation=(dy, dx), kernel=(kh, kw),
+                        pad=(pt, pl, pb, pr), part_kernel=bool((ks >> 2) & 1))
+        op.ifm = self._fm("IFM", (ih, iw, ic), c, False, R.IFM_PRECISION)
+
+    def compile(self, words: np.ndarray) -> list:
+        ops = []
+        regs = self.regs.v
+        for idx, word, name, param, payload in decode_words(words):
+            c = (idx, word)
+            if payload is not None:
+                regs[name] = (payload, param)
+                continue
+            if not name.startswith("NPU_OP_"):
+                regs[name] = param
+                continue
+            if name not in R.OPERATIONS:
+                continue  # STOP ends the list; waits, IRQ, PMU: nothing to model
+            ops.append(self._operation(name, param, c))
+        return ops
+
+    def _operation(self, name: str, param: int, c) -> Operation:
+        g = self.regs.get
+        op = Operation(name[7:].lower(), c[0], c[1], {})
+        if name == "NPU_OP_DMA_START":
+            src_r, dst_r = g("DMA0_SRC_REGION"), g("DMA0_DST_REGION")
+            if (src_r >> 8) & 1 or (dst_r >> 8) & 1:
+                raise stream_error(*c, "DMA to or from internal memory (SHRAM, e.g. a "
+                                       "lookup table) is not modelled", ErrorCode.NotSupported)
+            if (src_r >> 9) & 3 or (dst_r >> 9) & 3:
+                raise stream_error(*c, "2-D/3-D strided DMA is not modelled",
+                                   ErrorCode.NotSupported)
+            src, dst, n = g("DMA0_SRC", (0, 0))[0], g("DMA0_DST", (0, 0))[0], \
+                g("DMA0_LEN", (0, 0))[0]
+            self._span(c, "DMA source", src_r & 0xFF, src, n)
+            self._span(c, "DMA destination", dst_r & 0xFF, dst, n)
+            if dst_r & 0xFF == 0:
+                raise stream_error(*c, "DMA writes into region 0 (read-only weights)")
+            op.attrs.update(src=(src_r & 0xFF, src), dst=(dst_r & 0xFF, dst), length=n)
+            return op
+        ofm_dims = (g("OFM_HEIGHT_M1") + 1, g("OFM_WIDTH_M1") + 1, g("OFM_DEPTH_M1") + 1)
+        op.ofm = self._fm("OFM", ofm_dims, c, True, R.OFM_PRECISION)
+        self._output_stage(c, op)
+        if name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE"):
+            self._kernel(c, op, name == "NPU_OP_CONV", ofm_dims)
+            kh, kw = op.attrs["kernel"]
+            ic = op.ifm.dims[2]
+            oc = ofm_dims[2]
+            wr, sr = g("WEIGHT_REGION"), g("SCALE_REGION")
+            wb, wl = g("WEIGHT_BASE", (0, 0))[0], g("WEIGHT_LENGTH", (0, 0))[0]
+            sb, sl = g("SCALE_BASE", (0, 0))[0], g("SCALE_LENGTH", (0, 0))[0]
+            self._span(c, "weights", wr, wb, wl)
+            self._span(c, "scales", sr, sb, sl)
+            if sl < 10 * oc:
+                raise stream_error(*c, f"SCALE_LENGTH {sl} holds fewer than the {oc} 10-byte "
+                                       "bias/scale records the OFM depth needs")
+            if op.ifm.esz == 4:
+                raise stream_error(*c, "32-bit IFM convolution is not modelled",
+                                   ErrorCode.NotSupported)
+            depthwise = name == "NPU_OP_DEPTHWISE"
+            dy, dx = op.attrs["dilation"]
+            if oc * kh * kw * (1 if depthwise else ic) > MAX_WEIGHTS:
+                raise stream_error(*c, f"{oc}x{kh}x{kw}x{ic} weights are beyond the model's "
+                                       "limits", ErrorCode.NotSupported)
+            op.attrs.update(
+                weights=(wr, wb, wl), scales=(sr, sb, sl),
+                ohwi=(oc, kh, kw, 1 if depthwise else ic),
+                block_depth=g("OFM_BLK_DEPTH_M1") + 1, ifm_bits=8 * op.ifm.esz,
+                decomp=(8 // dy, 8 // dx))
+            return op
+        if name == "NPU_OP_POOL":
+            mode = R.POOL_MODES.get(param)
+            if mode is None or mode == "REDUCE_SUM":
+                raise stream_error(*c, f"pooling mode {mode or param} is not modelled",
+                                   ErrorCode.NotSupported)
+            self._kernel(c, op, False, ofm_dims)
+            op.attrs["mode"] = mode
+            return op
+        # elementwise
+        mode = R.ELEMENTWISE_MODES.get(param)
+        if mode not in ("ADD", "SUB", "MUL", "MIN", "MAX", "ABS"):
+            raise stream_error(*c, f"elementwise mode {mode or param} is not modelled",
+                               ErrorCode.NotSupported)
+        op.attrs["mode"] = mode
+        op.ifm = self._fm("IFM", ofm_dims, c, False, R.IFM_PRECISION)
+        prec = g("IFM_PRECISION")
+        op.attrs.update(ifm_scale_mode=(prec >> 8) & 3,
+                        ifm_rounding=R.ROUNDING.get((prec >> 14) & 3, "NATURAL"),
+                        opa_scale=g("OPA_SCALE", (0, 0)), opb_scale=g("OPB_SCALE", (0, 0)))
+        if mode != "ABS":
+            bc = g("IFM2_BROADCAST")
+            op.attrs["reversed"] = bool((bc >> 6) & 1)
+            if (bc >> 7) & 1:
+                op.attrs["scalar"] = g("IFM2_SCALAR")
+                p2 = g("IFM2_PRECISION") & 0xF
+                if p2 not in R.IFM_PRECISION:
+                    raise stream_error(*c, f"IFM2_PRECISION: unknown data type {p2}")
+                zp = g("IFM2_ZERO_POINT")
+                op.attrs["scalar_zp"] = _s16(zp) if R.IFM_PRECISION[p2][0][0] == "s" \
+                    else zp & 0xFFFF
+                op.attrs["scalar_signed"] = R.IFM_PRECISION[p2][0][0] == "s"
+            else:
+                d2 = tuple(1 if (bc >> b) & 1 else d for b, d in zip((0, 1, 2), ofm_dims))
+                op.ifm2 = self._fm("IFM2", d2, c, False, R.IFM_PRECISION)
+        return op

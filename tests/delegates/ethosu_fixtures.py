@@ -1,0 +1,252 @@
+"""Arm-delegated program fixtures: exported by ExecuTorch's own Arm flow, cached on disk.
+
+    from tests.delegates.ethosu_fixtures import get_fixture
+    fx = get_fixture("cnn_u55")      # exported once, then read from the cache
+    fx.pte_path, fx.tosa_path, fx.inputs, fx.meta
+
+``*_u55`` / ``*_u65`` / ``*_u85``: ``EthosUQuantizer`` (symmetric config) then
+``EthosUPartitioner`` for ``ethos-u55-128`` / ``ethos-u65-256`` / ``ethos-u85-256``;
+the program holds an ``EthosUBackend`` delegate (a vela command stream). ``tosa_path`` is the TOSA
+graph vela compiled, which ExecuTorch writes out when asked to dump intermediate
+artifacts: the oracle, run by the TOSA reference model. ``*_tosa_int`` /
+``*_tosa_fp``: ``TOSAQuantizer`` + ``TOSAPartitioner`` for ``TOSA-1.0+INT``, and
+``TOSAPartitioner`` alone for ``TOSA-1.0+FP``; the delegate is a ``TOSABackend``.
+``meta`` records the delegate input's and output's quantisation (scale, zero point)
+from the lowered graph, for going between the program's float tensors and the
+delegate's int8 ones. Under torch 2.13 the quantizer needs
+``exported.module(check_guards=False)``.
+
+Cache: ``$PYRUNTIME_FIXTURES`` or ``<repo>/tests/.fixtures/``, files ``arm_<name>.*``;
+the ``.key`` file (versions + hashes) is written last, so a partial build is redone.
+Run ``python -m tests.delegates.ethosu_fixtures [names]`` to build ahead of the tests.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tests import fixture_cache
+from tests.fixture_cache import cache_dir, write_atomic as _write
+
+FORMAT_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Spec:
+    version: str
+    model: str  # "mlp" | "cnn" | "mnv2"
+    target: str  # ethos-u55-128 | ethos-u85-256 | TOSA-1.0+INT | TOSA-1.0+FP
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    pte_path: Path
+    tosa_path: Path | None
+    inputs: list  # float32 program inputs
+    meta: dict
+
+    @property
+    def spec(self) -> Spec:
+        return SPECS[self.name]
+
+    @property
+    def calls(self) -> list:  # the shape other fixture modules have (tests/fuzz)
+        return [self.inputs]
+
+
+SPECS = {
+    "mlp_u55": Spec("1", "mlp", "ethos-u55-128"),
+    "cnn_u55": Spec("1", "cnn", "ethos-u55-128"),
+    "mnv2_u55": Spec("1", "mnv2", "ethos-u55-128"),  # ~2 minutes of export, once
+    "cnn_u65": Spec("1", "cnn", "ethos-u65-256"),  # its fast scratch: memory region 2
+    "mlp_u85": Spec("1", "mlp", "ethos-u85-256"),
+    "cnn_u85": Spec("1", "cnn", "ethos-u85-256"),
+    "mlp_tosa_int": Spec("1", "mlp", "TOSA-1.0+INT"),
+    "cnn_tosa_int": Spec("1", "cnn", "TOSA-1.0+INT"),
+    "mlp_tosa_fp": Spec("1", "mlp", "TOSA-1.0+FP"),
+    "cnn_tosa_fp": Spec("1", "cnn", "TOSA-1.0+FP"),
+}
+NAMES = tuple(SPECS)
+SHAPES = {"mlp": (2, 32), "cnn": (1, 3, 32, 32), "mnv2": (1, 3, 96, 96)}
+_DEPS = ("torch", "executorch", "ethos-u-vela", "tosa-tools")
+
+
+def unavailable_reason() -> str | None:
+    """Why the Arm flow cannot export here (None: it can)."""
+    for dist in ("ethos-u-vela", "tosa-tools"):
+        try:
+            importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return (f"{dist} is not installed (pip install --no-deps ethos-u-vela==5.2.0 "
+                    "tosa-tools==2026.8.0)")
+    # found, not imported: importing ExecuTorch's Arm backend (torch, its passes) takes
+    # seconds, and tests whose fixtures are cached never need it
+    for mod in ("executorch.backends.arm.ethosu", "tosa_serializer", "tosa_reference_model"):
+        try:
+            if importlib.util.find_spec(mod) is None:
+                return f"{mod} is not installed"
+        except (ImportError, ValueError) as e:
+            return f"{mod} cannot be found: {e}"
+    return None
+
+
+def make_model(kind: str):
+    from tests.programs import models
+
+    if kind == "mlp":
+        return models.make_mlp()
+    if kind == "cnn":
+        return models.make_cnn_bn()
+    return models.make_mobilenet_v2(96)
+
+
+def model_input(kind: str, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPES[kind]).astype(np.float32)
+
+
+# ---- cache --------------------------------------------------------------------------------
+def _paths(name):
+    return {ext: cache_dir() / f"arm_{name}.{ext}" for ext in ("pte", "tosa", "json", "key")}
+
+
+def _key(name) -> dict:
+    versions = {}
+    for d in _DEPS:
+        try:
+            versions[d] = importlib.metadata.version(d)
+        except importlib.metadata.PackageNotFoundError:
+            versions[d] = None
+    return {"fixture": f"arm_{name}", "version": SPECS[name].version,
+            "format": FORMAT_VERSION, **versions}
+
+
+def _files(name):
+    return ("pte", "json") + (("tosa",) if SPECS[name].target.startswith("ethos") else ())
+
+
+def _valid(name) -> bool:
+    p = _paths(name)
+    return fixture_cache.is_valid(p["key"], _key(name), {e: p[e] for e in _files(name)})
+
+
+def _lock(name):
+    return fixture_cache.lock(f"arm_{name}")
+
+
+# ---- export -------------------------------------------------------------------------------
+def _qparams(graph) -> dict:
+    """Scale and zero point of the quantize feeding the delegate and of the dequantize
+    reading its output."""
+    q = d = None
+    for node in graph.nodes:
+        t = str(node.target)
+        if "quantize_per_tensor" in t and "dequantize" not in t and q is None:
+            q = [float(node.args[1]), int(node.args[2])]
+        if "dequantize_per_tensor" in t:
+            d = [float(node.args[1]), int(node.args[2])]
+    return {"input_q": q, "output_q": d}
+
+
+def export(name: str, workdir: str) -> tuple[bytes, dict]:
+    """Export fixture ``name`` with the Arm flow; intermediates go to ``workdir``."""
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from executorch.backends.arm.quantizer import (EthosUQuantizer, TOSAQuantizer,
+                                                   get_symmetric_quantization_config)
+
+    spec = SPECS[name]
+    module = make_model(spec.model).eval()
+    example = (torch.from_numpy(model_input(spec.model, 123)),)
+    if spec.target.startswith("ethos"):
+        from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+
+        cs = EthosUCompileSpec(spec.target).dump_intermediate_artifacts_to(workdir)
+        quantizer, partitioner = EthosUQuantizer(cs), EthosUPartitioner(cs)
+    else:
+        from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+        from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+
+        cs = TosaCompileSpec(spec.target)
+        quantizer = TOSAQuantizer(cs) if "INT" in spec.target else None
+        partitioner = TOSAPartitioner(cs)
+    with torch.no_grad():
+        ep = torch.export.export(module, example)
+        if quantizer is not None:
+            quantizer.set_global(get_symmetric_quantization_config())
+            prepared = prepare_pt2e(ep.module(check_guards=False), quantizer)
+            for seed in range(4):  # calibration
+                prepared(torch.from_numpy(model_input(spec.model, 200 + seed)))
+            ep = torch.export.export(convert_pt2e(prepared), example)
+        edge = to_edge_transform_and_lower(ep, partitioner=[partitioner])
+        meta = _qparams(edge.exported_program().graph)
+        pte = edge.to_executorch().buffer
+    meta.update(target=spec.target, model=spec.model)
+    return pte, meta
+
+
+def _build(name: str) -> None:
+    p = _paths(name)
+    p["key"].unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"arm_{name}_") as tmp:
+        pte, meta = export(name, tmp)
+        tosa = None
+        if SPECS[name].target.startswith("ethos"):
+            found = sorted(glob.glob(os.path.join(tmp, "output_tag*.tosa")))
+            if len(found) != 1:
+                raise RuntimeError(f"expected one dumped TOSA graph in {tmp}, found {found}")
+            tosa = Path(found[0]).read_bytes()
+    _write(p["pte"], pte)
+    if tosa is not None:
+        _write(p["tosa"], tosa)
+    _write(p["json"], json.dumps(meta, indent=1).encode())
+    fixture_cache.write_key(p["key"], _key(name), {e: p[e] for e in _files(name)})
+
+
+_MEMO: dict = {}
+
+
+def get_fixture(name: str) -> Fixture:
+    if name not in _MEMO:
+        if not _valid(name):
+            with _lock(name):
+                if not _valid(name):
+                    _build(name)
+        p = _paths(name)
+        meta = json.loads(p["json"].read_text())
+        spec = SPECS[name]
+        tosa = p["tosa"] if spec.target.startswith("ethos") else None
+        _MEMO[name] = Fixture(name, p["pte"], tosa, [model_input(spec.model, 7)], meta)
+    return _MEMO[name]
+
+
+def delegate_blob(pte_path: Path):
+    """(payload bytes, compile specs) of the program's first delegate."""
+    from pyruntime import Program
+
+    prog = Program(pte_path.read_bytes())
+    d = prog._pte.program.execution_plan[0].delegates[0]
+    blob = np.asarray(prog._pte.delegate_blob(d.processed, "fixture")).reshape(-1).view(np.uint8)
+    specs = [(c.key, bytes(c.value) if c.value is not None else b"")
+             for c in d.compile_specs or []]
+    return bytes(blob), specs, d.id
+
+
+if __name__ == "__main__":
+    import time
+
+    for n in sys.argv[1:] or NAMES:
+        t = time.perf_counter()
+        get_fixture(n)
+        print(f"{n}: {time.perf_counter() - t:.1f}s")
