@@ -6,12 +6,10 @@ and ``logit`` (integers promote to float32).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from kernels.elementwise import (
-    BOOL, cast, check_out, emit, erf, float_result, invalid, require_float, sigmoid)
+    BOOL, cast, check_out, emit, float_result, invalid, require_float, sigmoid)
 from kernels.promote import compute_dtype
 from kernels.registry import register
 
@@ -41,12 +39,9 @@ def gelu_out(self, approximate, out):
     dt = self.dtype
     check_out(op, dt, out)
     x = cast(self, compute_dtype(dt))
+    from kernels import libm  # ATen's formulas, libm's erf/tanh, as ExecuTorch's gelu
     with np.errstate(all="ignore"):
-        if approximate == "tanh":
-            inner = x.dtype.type(math.sqrt(2.0 / math.pi)) * (x + x.dtype.type(0.044715) * x ** 3)
-            r = 0.5 * x * (1.0 + np.tanh(inner))
-        else:
-            r = 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+        r = libm.ufunc("gelu_tanh" if approximate == "tanh" else "gelu", x.dtype)(x)
     emit(out, r, dt)
 
 

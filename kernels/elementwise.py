@@ -75,7 +75,13 @@ def broadcast_shape(op: str, *xs) -> tuple:
 def emit(out: ETensor, value, dt: np.dtype) -> None:
     """Round ``value`` to the result dtype ``dt``, then write it into ``out`` (which casts)."""
     value = np.asarray(value)
-    if value.dtype != dt and out.dtype != dt:
+    if dt == BF16 and value.dtype != dt and value.dtype.kind == "f":
+        # c10's float -> BFloat16 gives every NaN as 0x7fc0 (ml_dtypes keeps the sign)
+        nan = np.isnan(value)
+        value = value.astype(dt)
+        if nan.any():
+            value = np.where(nan, np.array(0x7FC0, np.uint16).view(BF16), value)
+    elif value.dtype != dt and out.dtype != dt:
         value = value.astype(dt)
     out.write(value)
 
@@ -123,9 +129,19 @@ def _erf_op(x):
     return erf(x).astype(x.dtype, copy=False)
 
 
-def sigmoid(x):
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
+# ---- the C library's functions, as ExecuTorch calls them (kernels/libm.py) ----------------
+
+def _libm(name):
+    """``name`` computed per element by the C library in ``x``'s type (float32 or float64),
+    as ExecuTorch's kernels compute it; numpy's own loops differ in the last bit."""
+    def fn(x):
+        from kernels import libm  # imports Numba: only when a program uses the op
+        return libm.ufunc(name, x.dtype)(x)
+    fn.__name__ = name
+    return fn
+
+
+sigmoid = _libm("sigmoid")  # 1 / (1 + exp(-x)), every step in x's type
 
 
 # ---- unary tables --------------------------------------------------------------------------
@@ -133,11 +149,11 @@ def sigmoid(x):
 _FLOAT_OPS = [
     ("acos", np.arccos), ("acosh", np.arccosh), ("asin", np.arcsin), ("asinh", np.arcsinh),
     ("atan", np.arctan), ("atanh", np.arctanh), ("cos", np.cos), ("cosh", np.cosh),
-    ("erf", _erf_op), ("exp", np.exp), ("expm1", np.expm1), ("log", np.log),
+    ("erf", _erf_op), ("exp", _libm("exp")), ("expm1", np.expm1), ("log", _libm("log")),
     ("log10", np.log10), ("log1p", np.log1p), ("log2", np.log2),
     ("reciprocal", np.reciprocal), ("rsqrt", lambda x: 1.0 / np.sqrt(x)),
     ("sigmoid", sigmoid), ("sin", np.sin), ("sinh", np.sinh), ("sqrt", np.sqrt),
-    ("tan", np.tan), ("tanh", np.tanh),
+    ("tan", np.tan), ("tanh", _libm("tanh")),
 ]
 
 # Rounding ops return integer inputs as they are; bool is refused like ATen.

@@ -1,4 +1,12 @@
-"""Softmax and log-softmax along one dim, stabilized by subtracting the max."""
+"""Softmax and log-softmax along one dim, stabilized by subtracting the max.
+
+``_softmax.out`` is ExecuTorch's portable kernel, reproduced bit for bit: per
+row, ``max = x[0]`` then ``max = x[i] < max ? max : x[i]`` (std::max: a NaN is
+not sticky), ``sum`` the running sum of ``exp(x[i] - max)`` in order, then
+``exp(x[i] - max) / sum``; ``exp`` is the C library's (kernels/libm.py), all in
+the tensor's type (float for Half/BFloat16). ``_log_softmax.out`` is an
+optimized kernel (vectorized reductions): its order is not reproduced.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -29,9 +37,27 @@ def _prepare(op, self, dim):
 
 @register("aten::_softmax.out")
 def _softmax_out(self, dim, half_to_float, out):
-    x, dim = _prepare("aten::_softmax.out", self, dim)
-    e = np.exp(x)
-    out.write((e / e.sum(axis=dim, keepdims=True)).reshape(self.shape))
+    op = "aten::_softmax.out"
+    _prepare(op, self, dim)  # validates
+    x = self.numpy().astype(compute_dtype(self.dtype), copy=False)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    if not x.size:
+        out.write(x.reshape(self.shape))
+        return
+    from kernels import libm  # imports Numba: only when a program uses softmax
+    exp = libm.ufunc("exp", x.dtype)
+    x = np.moveaxis(x, dim % x.ndim, 0)
+    with np.errstate(all="ignore"):
+        mx = x[0].copy()
+        for v in x[1:]:
+            mx = np.where(v < mx, mx, v)
+        e = exp(x - mx)
+        total = e[0].copy()
+        for v in e[1:]:
+            total += v
+        r = e / total
+    out.write(np.moveaxis(r, 0, dim % x.ndim).reshape(self.shape))
 
 
 @register("aten::_log_softmax.out")

@@ -48,6 +48,8 @@ from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_BOOL, ST_F16, ST_
                              desc, elem_size, f64_to_bf16, f64_to_bits, f64_to_half, f64_to_i32,
                              f64_to_int, half_to_f64,
                              is_float_st, lazy, load_f64, load_i64, ptr_like, resize_to)
+from kernels.libm import (exp, expf, gelu, gelu_tanh, gelu_tanhf, geluf, log, logf, sigmoid,
+                          sigmoidf, tanh, tanhf)
 from kernels.promote import category, compute_dtype, result_type
 
 _nj = njit(error_model="numpy")  # x / 0 gives inf/nan: nothing may raise in a kernel
@@ -122,30 +124,6 @@ def wrap_to(v, st):
     if st == ST_BOOL:
         return np.int64(1) if v != 0 else np.int64(0)
     return v
-
-
-@njit(inline="always")
-def _vexp(x):
-    xc = min(max(x, -708.0), 708.0) if x == x else 0.0
-    k = np.rint(xc * 1.4426950408889634)
-    r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
-        1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (
-            1.0 / 3628800 + r * (1.0 / 39916800 + r * (1.0 / 479001600))))))))))))
-    return p * bits_to_f64((np.int64(k) + 1023) << 52)
-
-
-@njit(inline="always")
-def _vtanh(x):
-    a = abs(x)
-    z = x * x
-    small = x + x * z * ((-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z
-                         - 1.61468768441708447952e3) / (
-        ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z
-        + 4.84406305325125486048e3)
-    big = 1.0 - 2.0 / (_vexp(2.0 * a) + 1.0)
-    big = big if x >= 0 else -big
-    return small if a < 0.625 else big
 
 
 @njit(inline="always")
@@ -417,11 +395,21 @@ def _mn(x, y):
 
 
 @njit(inline="always")
-def _sigmoid(x, c32):
-    if x != x:
-        return x
-    e = _vexp(-x) if c32 else math.exp(-x)
-    return 1.0 / _rnd(1.0 + _rnd(e, c32), c32)
+def _sigmoid(x, c32):  # ExecuTorch's 1 / (1 + exp(-x)) in the compute type, libm's exp
+    return np.float64(sigmoidf(np.float32(x))) if c32 else sigmoid(x)
+
+
+@njit(inline="always")
+def _libm(op, x, c32):
+    """exp, tanh, log as ExecuTorch computes them: the C library's float function on
+    float32 compute (Half, BFloat16 and integers widen to float), its double one else."""
+    if op == U_EXP:
+        return np.float64(expf(np.float32(x))) if c32 else exp(x)
+    if op == U_TANH:
+        return np.float64(tanhf(np.float32(x))) if c32 else tanh(x)
+    if op == U_LOG:
+        return np.float64(logf(np.float32(x))) if c32 else log(x)
+    return _sigmoid(x, c32)
 
 
 @njit(inline="always")
@@ -430,8 +418,6 @@ def _f1(op, x, p0, p1, p2, c32):
         return (1.0 if x > 0 else 0.0) - (1.0 if x < 0 else 0.0)
     if op == U_RSQRT:
         return 1.0 / _rnd(math.sqrt(x), c32)
-    if op == U_SIGMOID:
-        return _sigmoid(x, c32)
     if op == U_ROUND_DEC:  # p0 scale, p1 > 0: scale up first
         if p1 > 0:
             return _rnd(np.rint(_rnd(x * p0, c32)) / p0, c32)
@@ -455,13 +441,10 @@ def _f1(op, x, p0, p1, p2, c32):
         return _rnd(math.expm1(_rnd(x * p1, c32)), c32) * p2
     if op == U_LEAKY:
         return x if x > 0 else x * p0
-    if op == U_GELU:
-        return 0.5 * x * (1.0 + math.erf(_rnd(x * 0.7071067811865476, c32)))
+    if op == U_GELU:  # ATen's formulas, libm's erf / tanh (kernels/libm.py)
+        return np.float64(geluf(np.float32(x))) if c32 else gelu(x)
     if op == U_GELU_TANH:
-        inner = p0 * _rnd(x + _rnd(p1 * _rnd(x * x * x, c32), c32), c32)
-        t = _rnd(inner, c32)
-        t = _vtanh(t) if c32 else math.tanh(t)
-        return _rnd(0.5 * x, c32) * _rnd(1.0 + _rnd(t, c32), c32)
+        return np.float64(gelu_tanhf(np.float32(x))) if c32 else gelu_tanh(x)
     if op == U_LOGIT:  # p2 != 0: clip to [p0, p1] first
         if p2 != 0.0:
             x = _mn(_mx(x, p0), p1)
@@ -472,46 +455,33 @@ def _f1(op, x, p0, p1, p2, c32):
 @_nj
 def _fixup(op, x, r, m):
     """Recompute with libm what the call-free functions leave out (NaN, inf, far arguments)."""
-    if op == U_EXP:
-        for j in range(m):
-            if not abs(x[j]) <= 708.0:
-                r[j] = math.exp(x[j])
-    elif op == U_SIN or op == U_COS:
+    if op == U_SIN or op == U_COS:
         for j in range(m):
             if not abs(x[j]) <= 1e5:
                 r[j] = math.sin(x[j]) if op == U_SIN else math.cos(x[j])
-    elif op == U_LOG or op == U_LOG2 or op == U_LOG10:
+    else:  # log2, log10
         for j in range(m):
             v = x[j]
             if not 2.2250738585072014e-308 <= v <= 1.7976931348623157e308:
-                r[j] = math.log(v) if op == U_LOG else (
-                    math.log2(v) if op == U_LOG2 else math.log10(v))
-    else:
-        for j in range(m):
-            if x[j] != x[j]:
-                r[j] = x[j]
+                r[j] = math.log2(v) if op == U_LOG2 else math.log10(v)
 
 
 @_nj
 def _cf1(op, x, r, m, p0, p1, p2, c32):
     # one loop per op (the op test stays out of the loop); the rest through _f1
-    if c32 and (op == U_EXP or op == U_SIN or op == U_COS or op == U_TANH or op == U_SIGMOID
-                or op == U_LOG or op == U_LOG2 or op == U_LOG10):
-        if op == U_EXP:
+    if op == U_EXP or op == U_TANH or op == U_LOG or op == U_SIGMOID:
+        if c32:
             for j in range(m):
-                r[j] = _vexp(x[j])
-        elif op == U_SIN or op == U_COS:
+                r[j] = _libm(op, x[j], True)
+        else:
+            for j in range(m):
+                r[j] = _libm(op, x[j], False)
+    elif c32 and (op == U_SIN or op == U_COS or op == U_LOG2 or op == U_LOG10):
+        if op == U_SIN or op == U_COS:
             for j in range(m):
                 r[j] = _vsincos(x[j], op == U_COS)
-        elif op == U_TANH:
-            for j in range(m):
-                r[j] = _vtanh(x[j])
-        elif op == U_SIGMOID:
-            for j in range(m):
-                r[j] = 1.0 / _rnd(1.0 + _rnd(_vexp(-x[j]), True), True)
         else:
-            k = 1.0 if op == U_LOG else (1.4426950408889634 if op == U_LOG2
-                                          else 0.4342944819032518)
+            k = 1.4426950408889634 if op == U_LOG2 else 0.4342944819032518
             for j in range(m):
                 r[j] = _vlog(x[j]) * k
         _fixup(op, x, r, m)
@@ -554,15 +524,9 @@ def _cf1(op, x, r, m, p0, p1, p2, c32):
     elif op == U_ERF:
         for j in range(m):
             r[j] = math.erf(x[j])
-    elif op == U_EXP:
-        for j in range(m):
-            r[j] = math.exp(x[j])
     elif op == U_EXPM1:
         for j in range(m):
             r[j] = math.expm1(x[j])
-    elif op == U_LOG:
-        for j in range(m):
-            r[j] = math.log(x[j])
     elif op == U_LOG10:
         for j in range(m):
             r[j] = math.log10(x[j])
@@ -587,9 +551,6 @@ def _cf1(op, x, r, m, p0, p1, p2, c32):
     elif op == U_TAN:
         for j in range(m):
             r[j] = math.tan(x[j])
-    elif op == U_TANH:
-        for j in range(m):
-            r[j] = math.tanh(x[j])
     elif op == U_CEIL:
         for j in range(m):
             r[j] = np.ceil(x[j])
@@ -1376,11 +1337,7 @@ def _float_param(v, ct):
 def bind_gelu(ctx, self, approximate, out):
     if category(self.dtype) != 2 or approximate not in ("none", "tanh"):
         return None
-    ct = compute_dtype(self.dtype)
-    if approximate == "none":
-        return _unary(ctx, U_GELU, self, out, self.dtype)
-    return _unary(ctx, U_GELU_TANH, self, out, self.dtype,
-                  (_float_param(math.sqrt(2.0 / math.pi), ct), _float_param(0.044715, ct)))
+    return _unary(ctx, U_GELU if approximate == "none" else U_GELU_TANH, self, out, self.dtype)
 
 
 @_fast("aten::elu.out")

@@ -16,6 +16,7 @@ from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
                              ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, resize_like,
                              resize_to, same_shape)
+from kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -250,12 +251,12 @@ def bind_mul_scalar(ctx, self, other, out):
 def _un(op, x, lo, hi):
     if op == U_RELU:
         return x if x > 0 or x != x else 0
-    if op == U_SIGMOID:
-        return 1 / (1 + math.exp(-x))
+    if op == U_SIGMOID:  # the C library's, as ExecuTorch (kernels/libm.py)
+        return c_sigmoid(x)
     if op == U_TANH:
-        return math.tanh(x)
+        return c_tanh(x)
     if op == U_EXP:
-        return math.exp(x)
+        return c_exp(x)
     if op == U_NEG:
         return -x
     if op == U_ABS:
@@ -269,9 +270,9 @@ def _un(op, x, lo, hi):
             return x
         return lo if x < lo else (hi if x > hi else x)
     if op == U_GELU:
-        return 0.5 * x * (1 + math.erf(x * 0.7071067811865476))
+        return c_gelu(x)
     if op == U_GELU_TANH:
-        return 0.5 * x * (1 + math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+        return c_gelu_tanh(x)
     return x / (1 + math.exp(-x))
 
 
@@ -285,6 +286,16 @@ def _unary_typed(op, a, o, lo, hi, m):
     z = flat(o, m)
     n = o[3]
     if is_contiguous(a) and is_contiguous(o):
+        if op == U_CLAMP:  # hardtanh/ReLU6 of every CNN: its own loop, so it vectorizes
+            for i in range(n):
+                v = x[i]
+                z[i] = v if v != v else (lo if v < lo else (hi if v > hi else v))
+            return OK
+        if op == U_RELU:
+            for i in range(n):
+                v = x[i]
+                z[i] = v if v > 0 or v != v else 0
+            return OK
         for i in range(n):
             z[i] = _un(op, x[i], lo, hi)
         return OK

@@ -7,7 +7,9 @@ vectorizable polynomial, ``_exp_f32``), their float64 sum, then the scaling.
 For another dim a (D, inner) slab is swept row by row with per-column max and
 sum vectors, so every inner loop is contiguous. Stabilized like the
 reference: ``exp(x - max)``; NaN anywhere in a row gives a NaN row, an all
--inf row too.
+-inf row too. That is ``_log_softmax.out`` (an ExecuTorch optimized kernel whose
+vectorized order is not reproduced); ``_softmax.out`` is ExecuTorch's portable
+loop element by element (``_softmax_et``), bit for bit.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from kernels.fast import register_fast
 from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat, lazy,
                              ptr_like, resize_like, sum_seg)
 from kernels.fast.nb import cast_like
+from kernels.libm import c_exp
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
@@ -85,6 +88,29 @@ def _max_seg(xv, b, n):
     return _mx(_mx(_mx(m0, m1), m2), m3)
 
 
+@njit(inline="always", error_model="numpy")
+def _softmax_et(xv, z, outer, D, inner, m):
+    """ExecuTorch's portable ``_softmax.out``, element by element: per (row, column)
+    ``max = x[0]``, ``max = x[d] < max ? max : x[d]``; ``sum`` adds ``exp(x[d] - max)``
+    in order; ``out = exp(x[d] - max) / sum``. All in m's type, libm's exp."""
+    for r in range(outer):
+        for j in range(inner):
+            b = r * D * inner + j
+            mx = xv[U(b)]
+            for d in range(1, D):
+                v = xv[U(b + d * inner)]
+                if not v < mx:
+                    mx = v
+            s = cast_like(0.0, m)
+            for d in range(D):
+                e = c_exp(xv[U(b + d * inner)] - mx)
+                z[U(b + d * inner)] = e
+                s = e if d == 0 else e + s
+            for d in range(D):
+                z[U(b + d * inner)] = z[U(b + d * inner)] / s
+    return OK
+
+
 @njit(error_model="numpy")
 def _softmax_typed(log, x, o, dim, scr, nscr, m):
     st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
@@ -104,6 +130,8 @@ def _softmax_typed(log, x, o, dim, scr, nscr, m):
             inner *= x[8 + i]
     xv = flat(x, m)
     z = flat(o, m)
+    if not log:
+        return _softmax_et(xv, z, outer, D, inner, m)
     if inner == 1:
         for r in range(outer):
             b = r * D

@@ -197,6 +197,31 @@ def _cases():
                                [((5, 40), f32), ((5, 70), f32), ((70, 40), f32)]),
         "linear_exact": ("aten::addmm.out", lambda x, w, b: F.linear(x, w, b),
                          [((2, 200), f32), ((9, 200), f32), ((9,), f32)]),
+        # transcendental ops: ExecuTorch calls the C library per element (expf on float,
+        # Half and BFloat16; exp on double), both tiers call the same functions. Inputs
+        # span 1e-4..3e2 in magnitude, with NaN, +-inf, +-0, subnormals and huge values.
+        **{f"{op}_{tn}_exact": (f"aten::{op}.out", fn, [((64, 64), t, "wide")])
+           for op, fn in (("sigmoid", torch.sigmoid), ("exp", torch.exp),
+                          ("tanh", torch.tanh), ("log", torch.log))
+           for tn, t in (("f32", f32), ("f16", f16), ("bf16", bf16), ("f64", f64))},
+        # the optimized gelu: ATen's gelu formulas, float steps, the C library's erff/tanhf
+        "gelu_f32_exact": ("aten::gelu.out", F.gelu, [((64, 64), f32, "wide")]),
+        "gelu_tanh_wide_exact": ("aten::gelu.out", lambda x: F.gelu(x, approximate="tanh"),
+                                 [((64, 64), f32, "wide")]),
+        "gelu_bf16_exact": ("aten::gelu.out", F.gelu, [((64, 64), bf16, "wide")]),
+        "gelu_tanh_f16_exact": ("aten::gelu.out", lambda x: F.gelu(x, approximate="tanh"),
+                                [((64, 64), f16, "wide")]),
+        "gelu_f64_exact": ("aten::gelu.out", F.gelu, [((64, 64), f64, "wide")]),
+        # the portable softmax: a running max and sum per row, in order, libm's exp
+        "softmax_lastdim_exact": ("aten::_softmax.out", lambda x: x.softmax(-1),
+                                  [((6, 40, 33), f32)]),
+        "softmax_dim1_exact": ("aten::_softmax.out", lambda x: x.softmax(1),
+                               [((3, 50, 7), f32)]),
+        "softmax_wide_exact": ("aten::_softmax.out", lambda x: x.softmax(0),
+                               [((64, 64), f32, "wide")]),
+        "softmax_f64_exact": ("aten::_softmax.out", lambda x: x.softmax(-1), [((8, 45), f64)]),
+        "sigmoid_i32_exact": ("aten::sigmoid.out", torch.sigmoid, [((64,), i32)]),
+        "exp_i64_exact": ("aten::exp.out", torch.exp, [((64,), i64)]),
     }
 
 
@@ -230,7 +255,15 @@ def make_inputs(name: str) -> list:
         else:
             lo, hi = (0, 12) if dtype == torch.uint8 else (-6, 7)
             t = torch.randint(lo, hi, shape, generator=g, dtype=dtype)
-        if flag == "nonzero":
+        if flag == "wide":  # magnitudes 1e-4..3e2, then special values
+            t = torch.randn(shape, generator=g, dtype=torch.float64) \
+                * 10.0 ** (torch.rand(shape, generator=g, dtype=torch.float64) * 6.5 - 4)
+            special = torch.tensor([float("nan"), float("inf"), float("-inf"), 0.0, -0.0,
+                                    1e-40, -1e-40, 1e30, -1e30, 88.72, -87.33, 20.0, -20.0],
+                                   dtype=torch.float64)
+            t.view(-1)[:special.numel()] = special
+            t = t.to(dtype)
+        elif flag == "nonzero":
             t = torch.where(t == 0, torch.ones_like(t), t)
         elif flag == "channels_last":
             t = t.contiguous(memory_format=torch.channels_last)
