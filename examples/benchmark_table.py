@@ -41,6 +41,222 @@ def _ms(s):
     return "-" if s is None else (f"{s * 1e6:.1f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms")
 
 
+# ---- vs ExecuTorch XNNPACK (issue 16) ------------------------------------------------------
+# Our fast tier on the portable .pte against executorch.runtime on the same model lowered with
+# XnnpackPartitioner, threads=1 and threads=2 on both sides. Each (model, threads) pair runs in
+# its own process (ExecuTorch's threadpool size is set once, before anything loads), both
+# runtimes in that process, interleaved rounds, medians of CPU time (process_time: steadier
+# on a shared host) and of wall time.
+VS_XNNPACK = ["mobilenet_v2@224", "resnet18@224", "vit_tiny", "audio_encoder", "mobilenet_v2",
+              "resnet18"]
+
+
+def _xnnpack_pair(name):
+    """(portable .pte, XNNPACK .pte, inputs) of ``name`` (a parity fixture, or ``model@224``:
+    the same model exported at 224x224, cached next to the fixtures)."""
+    if "@" not in name:
+        from tests.delegates.xnnpack_fixtures import get_fixture as xnnpack_fixture
+
+        fx = get_fixture(name)
+        return fx.pte_path, xnnpack_fixture(name).pte_path, fx.calls[0]
+    model, res = name.split("@")
+    res = int(res)
+    cache = Path(os.environ.get("PYRUNTIME_FIXTURES") or ROOT / "tests" / ".fixtures")
+    paths = [cache / f"bench{res}_{model}_{kind}.pte" for kind in ("portable", "xnnpack")]
+    if not all(p.exists() for p in paths):
+        import torch
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import \
+            XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        from tests.programs import models
+
+        m = getattr(models, f"make_{model}")(res).eval()
+        ep = torch.export.export(m, (torch.randn(1, 3, res, res),))
+        for path, parts in zip(paths, ([], [XnnpackPartitioner()])):
+            prog = to_edge_transform_and_lower(ep, partitioner=parts).to_executorch()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(prog.buffer)
+    x = __import__("numpy").random.default_rng(0).standard_normal((1, 3, res, res))
+    return paths[0], paths[1], [x.astype("float32")]
+
+
+def _vs_xnnpack_one(name, threads, rounds):
+    """In this process: {"ours"/"theirs": (cpu s, wall s)} medians for one model and thread
+    count (ExecuTorch's threadpool must not have been used yet)."""
+    import statistics
+    import time
+
+    import executorch.extension.pybindings.portable_lib as et_lib
+    import torch
+    from executorch.runtime import Runtime as ETRuntime
+
+    import pyruntime
+
+    portable, xnn, inputs = _xnnpack_pair(name)
+    et_lib._unsafe_reset_threadpool(threads)
+    theirs_m = ETRuntime.get().load_program(str(xnn)).load_method("forward")
+    ours_m = pyruntime.Runtime.get().load_program(str(portable)).load_method(
+        "forward", tier="fast", threads=threads)
+    tin = [torch.from_numpy(x) for x in inputs]
+    fns = {"ours": lambda: ours_m.execute(inputs), "theirs": lambda: theirs_m.execute(tin)}
+    times = {k: ([], []) for k in fns}
+    for f in fns.values():
+        f()
+    for _ in range(rounds):
+        for k, f in fns.items():
+            c, w = time.process_time(), time.perf_counter()
+            f()
+            times[k][0].append(time.process_time() - c)
+            times[k][1].append(time.perf_counter() - w)
+    return {k: (statistics.median(c), statistics.median(w)) for k, (c, w) in times.items()}
+
+
+def vs_xnnpack(names=VS_XNNPACK, rounds=20, threads=(1, 2)):
+    """Rows (name, threads, {"ours"/"theirs": (cpu, wall)}), one subprocess per row."""
+    import json
+    import subprocess
+
+    rows = []
+    for name in names:
+        for th in threads:
+            code = ("import json, sys; sys.path.insert(0, %r); "
+                    "from examples.benchmark_table import _vs_xnnpack_one; "
+                    "print('RESULT', json.dumps(_vs_xnnpack_one(%r, %d, %d)))"
+                    % (str(ROOT), name, th, rounds))
+            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               cwd=str(ROOT))
+            line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+            if not line:
+                print(f"vs xnnpack {name} threads={th}: failed\n{p.stderr[-2000:]}",
+                      file=sys.stderr)
+                continue
+            r = json.loads(line[0][7:])
+            rows.append((name, th, r))
+            print(f"{name:18s} threads={th} ours cpu {_ms(r['ours'][0]):>9s} wall "
+                  f"{_ms(r['ours'][1]):>9s} | xnnpack cpu {_ms(r['theirs'][0]):>9s} wall "
+                  f"{_ms(r['theirs'][1]):>9s} | ratio cpu {r['ours'][0] / r['theirs'][0]:.2f}"
+                  f" wall {r['ours'][1] / r['theirs'][1]:.2f}", flush=True)
+    return rows
+
+
+def vs_xnnpack_lines(rows):
+    lines = [
+        "",
+        "## vs ExecuTorch XNNPACK",
+        "",
+        "pyruntime's fast tier on the portable `.pte` against `executorch.runtime` on the same",
+        "model lowered with `XnnpackPartitioner` (`@224`: exported at 224x224 by this script;",
+        "the others are the parity fixtures' sizes). threads=N on both sides (ExecuTorch's",
+        "threadpool reset to N before loading); one process per row, interleaved rounds,",
+        "medians. CPU = `time.process_time` (all threads of the process), the steadier figure",
+        "on a shared host; ratio = pyruntime / XNNPACK (target <= 1.5).",
+        "",
+        "| program | threads | pyruntime CPU | XNNPACK CPU | ratio CPU | pyruntime wall | "
+        "XNNPACK wall | ratio wall |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, th, r in rows:
+        (oc, ow), (tc, tw) = r["ours"], r["theirs"]
+        lines.append(f"| {name} | {th} | {_ms(oc)} | {_ms(tc)} | {oc / tc:.2f} | {_ms(ow)} | "
+                     f"{_ms(tw)} | {ow / tw:.2f} |")
+    return lines
+
+
+# ---- startup (issue 16) -------------------------------------------------------------------
+# A new process: import pyruntime, load the portable .pte on the fast tier, execute once, with
+# the kernels in the on-disk cache (a priming run fills it first). Optionally (--startup-cold)
+# the same with an empty cache: what a first run costs without `pyruntime warmup`.
+STARTUP = ["mobilenet_v2", "resnet18", "vit_tiny", "llama_kv"]
+
+_STARTUP_CHILD = """
+import time
+c0, w0 = time.process_time(), time.perf_counter()
+import sys
+import numpy as np
+import pyruntime
+from numba.core import event
+rec = event.RecordingListener()
+event.register("numba:run_pass", rec)
+prog = pyruntime.Runtime.get().load_program(sys.argv[1])
+m = prog.load_method(sys.argv[2])
+with np.load(sys.argv[3]) as z:
+    m.execute([z[k] for k in sorted(z.files, key=lambda k: int(k[3:]))])
+c, w = time.process_time() - c0, time.perf_counter() - w0
+kernels = {e.data["qualname"] for _, e in rec.buffer if e.data["qualname"].endswith("_kernel")}
+print("RESULT", c, w, len(kernels))
+"""
+
+
+def _startup_run(pte, method, npz, env=None):
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", _STARTUP_CHILD, str(pte), method, str(npz)],
+                       capture_output=True, text=True, cwd=str(ROOT), env=env)
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+    if not line:
+        raise RuntimeError(p.stderr[-2000:])
+    c, w, n = line[0].split()[1:]
+    return float(c), float(w), int(n)
+
+
+def startup(names=STARTUP, runs=5, cold=False):
+    """Rows (name, kernels the load binds, cached (cpu, wall) medians, cold (cpu, wall,
+    kernels compiled) or None)."""
+    import statistics
+    import tempfile
+
+    import numpy as np
+
+    from pyruntime.warmup import program_kernels
+
+    rows = []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            fx = get_fixture(name)
+            if not all(isinstance(v, np.ndarray) for v in fx.calls[0]):
+                continue
+            npz = Path(tmp) / f"{name}.npz"
+            np.savez(npz, **{f"arg{i}": v for i, v in enumerate(fx.calls[0])})
+            _startup_run(fx.pte_path, fx.method, npz, env)  # fills the cache if needed
+            runs_ = [_startup_run(fx.pte_path, fx.method, npz, env) for _ in range(runs)]
+            cached = (statistics.median(r[0] for r in runs_),
+                      statistics.median(r[1] for r in runs_))
+            first = None
+            if cold:
+                with tempfile.TemporaryDirectory() as empty:
+                    first = _startup_run(fx.pte_path, fx.method, npz,
+                                         {**env, "PYRUNTIME_CACHE": empty})
+            rows.append((name, len(program_kernels(fx.pte_path)), cached, first))
+            print(f"startup {name:14s} cached: cpu {cached[0]:.2f} s wall {cached[1]:.2f} s"
+                  + (f" | empty cache: cpu {first[0]:.0f} s wall {first[1]:.0f} s, "
+                     f"{first[2]} kernels compiled" if first else ""), flush=True)
+    return rows
+
+
+def startup_lines(rows):
+    lines = [
+        "",
+        "## Startup",
+        "",
+        "A new process imports pyruntime, loads the portable `.pte` on the fast tier (the",
+        "default) and executes it once. Cached: the kernels are in the on-disk cache (after a",
+        "first run or `python -m pyruntime warmup model.pte`); medians of 5 processes, CPU =",
+        "`time.process_time`. Empty cache: the same process with `PYRUNTIME_CACHE` pointing at",
+        "an empty folder, so every kernel the program binds compiles (`-` = not measured; run",
+        "with `--startup-cold`). Target: cached <= 0.5 s; a fresh install's first run <= 10 s",
+        "after `pyruntime warmup`.",
+        "",
+        "| program | kernels | cached CPU | cached wall | empty cache CPU | empty cache wall |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, n, (c, w), first in rows:
+        cold = (f"{first[0]:.0f} s | {first[1]:.0f} s" if first else "- | -")
+        lines.append(f"| {name} | {n} | {c:.2f} s | {w:.2f} s | {cold} |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=None)
@@ -48,6 +264,12 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads for pyruntime (executorch's portable kernels use 1)")
+    ap.add_argument("--vs-xnnpack", nargs="*", default=VS_XNNPACK,
+                    help="models for the 'vs ExecuTorch XNNPACK' table (none: skip it)")
+    ap.add_argument("--startup", nargs="*", default=STARTUP,
+                    help="models for the 'Startup' table (none: skip it)")
+    ap.add_argument("--startup-cold", action="store_true",
+                    help="also time a first run with an empty kernel cache (minutes per model)")
     args = ap.parse_args(argv)
     rows = []
     for name in args.models:
@@ -85,6 +307,10 @@ def main(argv=None) -> int:
         lines.append(f"| {name} | {r.tier} | {r.instructions} | {_ms(r.ours_s)} | "
                      f"{_ms(r.theirs_s)} | {r.ratio:.3f} | {_ms(r.load_cold_s)} | "
                      f"{_ms(r.load_warm_s)} | {t2} |")
+    if args.vs_xnnpack:
+        lines += vs_xnnpack_lines(vs_xnnpack(args.vs_xnnpack, args.rounds or 20))
+    if args.startup:
+        lines += startup_lines(startup(args.startup, cold=args.startup_cold))
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

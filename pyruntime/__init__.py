@@ -26,7 +26,7 @@ class Module:
     persists between calls). Each call returns the list of outputs.
     """
 
-    def __init__(self, program: Program, tier: str = "reference"):
+    def __init__(self, program: Program, tier: str = "fast"):
         self.program = program
         self.tier = tier
         self._methods = {}
@@ -46,6 +46,6 @@ class Module:
         return list(super().__dir__()) + self.program.method_names
 
 
-def load(path, *, data_path=None, tier: str = "reference") -> Module:
+def load(path, *, data_path=None, tier: str = "fast") -> Module:
     """Load a program for calling its methods directly: ``load(p).forward(x)``."""
     return Module(Runtime.get().load_program(path, data_path=data_path), tier=tier)

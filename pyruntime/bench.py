@@ -85,7 +85,7 @@ def _time(fn, rounds):
     return ts
 
 
-def bench(path, method="forward", tier="reference", rounds=None, compare=True,
+def bench(path, method="forward", tier="fast", rounds=None, compare=True,
           min_time=2.0, threads2=True, threads=None) -> BenchResult:
     rt = Runtime.get()
     t = time.perf_counter()

@@ -140,7 +140,7 @@ def _random_input(info, rng):
 
 
 def run_program(path, method="forward", inputs=None, out=None, data_path=None, iters=1,
-                seed=0, stream=sys.stdout, tier="reference", etdump=None, debug_buffer=None,
+                seed=0, stream=sys.stdout, tier="fast", etdump=None, debug_buffer=None,
                 debug_buffer_size=None) -> list:
     """Run ``method`` on each input set of ``inputs`` (.npz; ``set{k}_arg{i}`` keys for
     several executes, in order) or on random inputs; ``etdump`` records every execute
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     pb = sub.add_parser("bench", help="time pyruntime and executorch.runtime side by side")
     pb.add_argument("files", nargs="+")
     pb.add_argument("--method", default="forward")
-    pb.add_argument("--tier", default="reference", choices=("reference", "fast"))
+    pb.add_argument("--tier", default="fast", choices=("fast", "reference"))
     pb.add_argument("--rounds", type=int, default=None)
     pb.add_argument("--no-compare", action="store_true", help="do not run executorch.runtime")
     pb.add_argument("--threads", type=int, default=None, help="intra-op threads (default: cores)")
@@ -218,6 +218,8 @@ def main(argv=None) -> int:
     serve.add_parser(sub)
     from pyruntime.llm import cli as llm_cli  # `generate`: text from an LLM program
     llm_cli.add_parser(sub)
+    from pyruntime import warmup  # `warmup`: compile fast-tier kernels ahead of use
+    warmup.add_parser(sub)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inspect":
@@ -235,6 +237,8 @@ def main(argv=None) -> int:
             return serve.cli(args)
         elif args.cmd == "generate":
             return llm_cli.cli(args)
+        elif args.cmd == "warmup":
+            return warmup.cli(args)
         elif args.cmd == "bench":
             from pyruntime.bench import bench, report
             for f in args.files:

@@ -24,6 +24,7 @@ from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
 from kernels.fast import dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
+from pyruntime.progress import CompileNotice
 from pyruntime.values import ListRef
 
 KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
@@ -81,22 +82,31 @@ class FastPlan:
         self.scalar_out = []  # per pc: run-time scalars a Python call writes
         self.compiled = 0
         self.kernels = {}  # pc -> (fn, block) addresses the loop calls (event tracers)
-        for pc, (c, n, ins) in enumerate(self.flat):
-            kind, fn, args, nargs, lists, name, src_pc = ins
-            self.sync.append(self._sync_indices(ins, values))
-            self._scalar_sync(ins, values)
-            if pc in self.folded:
-                self.loop.set_nop(pc)
-            elif kind == KERNEL and not self._reads_dataless(ins, values) and \
-                    self._bind(pc, c, ins, values, dynamic):
-                self.compiled += 1
-            elif kind == JUMP_FALSE and args <= n:
-                cond = values[fn]
-                if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
-                        and fn not in self.dataless:
-                    self.loop.set_jump_false_tensor(pc, self.table.addr(fn), offsets[c] + args)
-                elif isinstance(cond, bool):
-                    self.loop.set_jump_false_tensor(pc, self._bool_desc(fn), offsets[c] + args)
+        self.explain = {}  # pc -> explain(status) of a compiled delegate call
+        # kernels not in the on-disk cache compile here: say so when it takes a while
+        with CompileNotice(f"method {method.name!r}", len(self.flat)) as notice:
+            for pc, (c, n, ins) in enumerate(self.flat):
+                notice.step(pc)
+                self._setup(pc, c, n, ins, values, dynamic)
+
+    def _setup(self, pc, c, n, ins, values, dynamic):
+        kind, fn, args, nargs, lists, name, src_pc = ins
+        self.sync.append(self._sync_indices(ins, values))
+        self._scalar_sync(ins, values)
+        if pc in self.folded:
+            self.loop.set_nop(pc)
+        elif kind == KERNEL and not self._reads_dataless(ins, values) and \
+                self._bind(pc, c, ins, values, dynamic):
+            self.compiled += 1
+        elif kind == DELEGATE and self._bind_delegate(pc, c, ins, values, dynamic):
+            self.compiled += 1
+        elif kind == JUMP_FALSE and args <= n:
+            cond = values[fn]
+            if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
+                    and fn not in self.dataless:
+                self.loop.set_jump_false_tensor(pc, self.table.addr(fn), self.offsets[c] + args)
+            elif isinstance(cond, bool):
+                self.loop.set_jump_false_tensor(pc, self._bool_desc(fn), self.offsets[c] + args)
 
     # ---- scalar records ----------------------------------------------------------------
     def rec_addr(self, j: int) -> int:
@@ -165,6 +175,24 @@ class FastPlan:
         except Exception as e:  # noqa: BLE001 - malformed values a binder did not expect
             raise invalid_program(f"{self.m._where(c, ins[6], ins[5])}: cannot compile the "
                                   f"call: {type(e).__name__}: {e}") from e
+
+    def _bind_delegate(self, pc, c, ins, values, dynamic) -> bool:
+        """Compile a DelegateCall when its backend has a compiled entry (``bind_fast(handle,
+        ctx, args) -> (fn, block, explain) | None``); the tensors must be fixed slots."""
+        kind, (backend, handle), args, nargs, lists, name, src_pc = ins
+        bind = getattr(backend, "bind_fast", None)
+        if bind is None or lists or any(j in dynamic or j in self.dataless for j in args):
+            return False
+        try:
+            r = bind(handle, self.ctx, [values[j] for j in args])
+        except ExecuTorchError as e:
+            raise e.with_context(self.m._where(c, src_pc, name)) from e
+        if r is None:
+            return False
+        fn, block, self.explain[pc] = r
+        self.loop.set_kernel(pc, fn, block)
+        self.kernels[pc] = (fn, block)
+        return True
 
     def _bind_prim(self, pc, ins, values, dynamic) -> bool:
         """Compile a prim op over the scalar records (see ``kernels.fast.prim``)."""
@@ -400,12 +428,15 @@ class FastPlan:
     def _explain_failure(self, pc, status):
         """A compiled kernel failed: rerun it on the reference kernel for a precise error."""
         c, n, ins = self.flat[pc]
-        self._callback(pc)
         name, src_pc = ins[5], ins[6]
         try:
             code = ErrorCode(status)
         except ValueError:
             code = ErrorCode.Internal
+        if pc in self.explain:  # a compiled delegate call says what failed itself
+            raise ExecuTorchError(code, f"{self.m._where(c, src_pc, name)}: "
+                                        f"{self.explain[pc](status)}")
+        self._callback(pc)
         raise ExecuTorchError(code, f"{self.m._where(c, src_pc, name)}: compiled kernel failed "
                                     f"with status {status}")
 

@@ -45,7 +45,7 @@ class Method:
     # A pyruntime.devtools.EventTracer (set by its attach()); None runs the plain loop.
     event_tracer = None
 
-    def __init__(self, program, plan, tier: str = "reference", data_map=None,
+    def __init__(self, program, plan, tier: str = "fast", data_map=None,
                  max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS, threads=None,
                  backends=None):
         self.program = program

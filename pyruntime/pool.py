@@ -82,7 +82,7 @@ class MethodPool:
     """
 
     def __init__(self, program, method: str = "forward", size: int | None = None,
-                 tier: str = "reference", threads: int | None = None, profile=None,
+                 tier: str = "fast", threads: int | None = None, profile=None,
                  **load_kwargs):
         from pyruntime.profiles import get_profile
 

@@ -60,7 +60,7 @@ class DeviceProfile:
             methods = [methods]
         return FitReport.build(self, program, methods or program.method_names)
 
-    def load_method(self, program, name: str = "forward", tier: str = "reference", **kw):
+    def load_method(self, program, name: str = "forward", tier: str = "fast", **kw):
         """``program.load_method`` as on this device: a missing backend raises NotFound,
         a plan over the memory budget MemoryAllocationFailed, constants and delegate
         payloads over the storage budget OutOfResources, each naming the profile."""

@@ -171,12 +171,15 @@ class Program:
             self._metas[name] = MethodMeta(self._plan(name))
         return self._metas[name]
 
-    def load_method(self, name: str = "forward", tier: str = "reference", data_map=None,
+    def load_method(self, name: str = "forward", tier: str = "fast", data_map=None,
                     max_planned_bytes=None, max_instructions=None, threads=None,
                     backends=None):
         """Load one method: arenas allocated, constants bound, delegates initialized.
 
-        ``tier="reference"`` runs the numpy reference kernels; ``data_map`` adds a
+        ``tier="fast"`` (the default) runs the compiled kernels (Numba, cached on disk:
+        ``python -m pyruntime warmup`` compiles them ahead of use); ``tier="reference"``
+        runs the numpy reference kernels, the readable definition and the oracle the
+        fast tier is tested against. ``data_map`` adds a
         .ptd (path or DataMap) for this method on top of the program's ``data_path``.
         ``max_planned_bytes`` refuses plans needing more planned memory (a device
         budget); ``max_instructions`` lowers the per-execute infinite-loop guard

@@ -31,16 +31,17 @@ def test_run_with_inputs_writes_outputs(tmp_path):
     pte, _ = small_program("linear_relu")
     x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
     np.savez(tmp_path / "in.npz", x)
-    rc, out, err = cli("run", pte, "--inputs", tmp_path / "in.npz", "--out", tmp_path / "o.npz")
+    rc, out, err = cli("run", pte, "--tier", "reference", "--inputs", tmp_path / "in.npz",
+                        "--out", tmp_path / "o.npz")
     assert rc == 0, err
     assert "execute:" in out and "output 0: float32[2, 3]" in out
     with np.load(tmp_path / "o.npz") as z:
-        np.testing.assert_array_equal(z["output_0"], pyruntime.load(pte).forward(x)[0])
+        np.testing.assert_array_equal(z["output_0"], pyruntime.load(pte, tier="reference").forward(x)[0])
 
 
 def test_run_random_inputs_and_bad_file(tmp_path):
     pte, _ = small_program("two_methods")
-    rc, out, err = cli("run", pte, "--method", "mul_sub", "--iters", "3")
+    rc, out, err = cli("run", pte, "--tier", "reference", "--method", "mul_sub", "--iters", "3")
     assert rc == 0, err
     assert "median of 3" in out and "output 1: float32[2]" in out
     bad = tmp_path / "bad.pte"

@@ -47,7 +47,7 @@ def test_load_from_every_source(source):
     pte, _ = small_program("linear_relu")
     src = {"path": pte, "str": str(pte), "bytes": pte.read_bytes(),
            "filelike": io.BytesIO(pte.read_bytes())}[source]
-    m = pyruntime.Runtime.get().load_program(src).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(src).load_method("forward", tier="reference")
     assert_same([m.execute([X])], reference(pte, [[X]]))
 
 
@@ -55,13 +55,13 @@ def test_one_line_api_and_torch_inputs():
     import torch
 
     pte, _ = small_program("linear_relu")
-    got = pyruntime.load(pte).forward(torch.from_numpy(X))
+    got = pyruntime.load(pte, tier="reference").forward(torch.from_numpy(X))
     assert_same([got], reference(pte, [[X]]))
 
 
 def test_outputs_are_copies_not_views_of_planned_memory():
     pte, _ = small_program("linear_relu")
-    m = pyruntime.load(pte).method("forward")
+    m = pyruntime.load(pte, tier="reference").method("forward")
     first = m.execute([X])[0]
     keep = first.copy()
     m.execute([X * 3])
@@ -84,12 +84,12 @@ def test_metadata():
 def test_mutable_buffer_state_persists_like_reference():
     pte, _ = small_program("mutable_buffer")
     calls = [[np.full(3, k, np.float32)] for k in (1, 2, 3)]
-    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     got = run(m, calls)
     assert_same(got, reference(pte, calls))
     np.testing.assert_array_equal(got[-1][0], [6, 6, 6])
     # a second loaded method starts from the initial state again
-    m2 = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m2 = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     np.testing.assert_array_equal(m2.execute(calls[0])[0], [1, 1, 1])
 
 
@@ -98,14 +98,14 @@ def test_mutable_data_segment_initial_state():
     prog = pyruntime.Runtime.get().load_program(pte)
     assert prog._pte.program.mutable_data_segments  # the initial state is serialized
     calls = [[np.ones(3, np.float32)]] * 3
-    got = run(prog.load_method("forward"), calls)
+    got = run(prog.load_method("forward", tier="reference"), calls)
     assert_same(got, reference(pte, calls))
     np.testing.assert_array_equal(got[0][0], [11, 12, 13])
 
 
 def test_trace_returns_every_instruction_output():
     pte, _ = small_program("linear_relu")
-    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     records = m.trace([X])
     names = [name for _, name, _ in records]
     assert names[-1] == "aten::relu.out" and "aten::addmm.out" in names
@@ -118,31 +118,31 @@ def test_two_methods():
     assert sorted(prog.method_names) == ["add_one", "mul_sub"]
     a = np.array([1, 2, 3], np.float32)
     b, c = np.array([2, 3], np.float32), np.array([5, 7], np.float32)
-    assert_same([prog.load_method("add_one").execute([a])], reference(pte, [[a]], "add_one"))
-    assert_same([prog.load_method("mul_sub").execute([b, c])],
+    assert_same([prog.load_method("add_one", tier="reference").execute([a])], reference(pte, [[a]], "add_one"))
+    assert_same([prog.load_method("mul_sub", tier="reference").execute([b, c])],
                 reference(pte, [[b, c]], "mul_sub"))
 
 
 def test_external_data_ptd():
     pte, ptd = small_program("external_linear")
     prog = pyruntime.Runtime.get().load_program(pte, data_path=ptd)
-    got = prog.load_method("forward").execute([X])
+    got = prog.load_method("forward", tier="reference").execute([X])
     assert_same([got], reference(pte, [[X]], data_path=ptd))
     with pytest.raises(ExecuTorchError) as e:
-        pyruntime.Runtime.get().load_program(pte).load_method("forward")
+        pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     assert "data_path" in str(e.value)
 
 
 def test_dynamic_shapes_within_bound():
     pte, _ = small_program("dynamic")
-    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     calls = [[np.ones((b, 3), np.float32) * b] for b in (1, 8, 3)]
     assert_same(run(m, calls), reference(pte, calls))
 
 
 def test_dynamic_input_over_bound_names_dimension():
     pte, _ = small_program("dynamic")
-    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     with pytest.raises(ExecuTorchError) as e:
         m.execute([np.ones((9, 3), np.float32)])
     assert e.value.code == ErrorCode.InvalidArgument
@@ -157,7 +157,7 @@ def test_dynamic_input_over_bound_names_dimension():
 ])
 def test_input_validation_messages(bad, needle):
     pte, _ = small_program("linear_relu")
-    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     with pytest.raises(ExecuTorchError) as e:
         m.execute(bad)
     assert e.value.code == ErrorCode.InvalidArgument
@@ -166,7 +166,7 @@ def test_input_validation_messages(bad, needle):
 
 def test_scalar_input_must_equal_traced_value():
     pte, _ = small_program("scalar_input")
-    m = pyruntime.Runtime.get().load_program(pte).load_method("forward")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="reference")
     x = np.ones(2, np.float32)
     assert_same([m.execute([x, 3])], reference(pte, [[x, 3]]))
     with pytest.raises(ExecuTorchError, match="traced Int 3, got 4"):
@@ -180,7 +180,7 @@ def test_missing_operator_names_op_and_closest():
     data = data.replace(b"aten::relu", b"aten::relx")
     prog = pyruntime.Runtime.get().load_program(data)
     with pytest.raises(ExecuTorchError) as e:
-        prog.load_method("forward")
+        prog.load_method("forward", tier="reference")
     assert e.value.code == ErrorCode.OperatorMissing
     assert "aten::relx.out" in str(e.value) and "aten::relu.out" in str(e.value)
 
@@ -189,7 +189,7 @@ def test_unknown_method_and_bad_files():
     pte, _ = small_program("linear_relu")
     prog = pyruntime.Runtime.get().load_program(pte)
     with pytest.raises(ExecuTorchError, match="no method 'nope'"):
-        prog.load_method("nope")
+        prog.load_method("nope", tier="reference")
     with pytest.raises(ExecuTorchError) as e:
         pyruntime.Runtime.get().load_program(b"not a program at all")
     assert e.value.code == ErrorCode.InvalidProgram
@@ -205,9 +205,9 @@ def test_planned_memory_budget():
     pte, _ = small_program("linear_relu")
     prog = pyruntime.Runtime.get().load_program(pte)
     need = prog.metadata("forward").memory_planned_buffer_size(0)
-    prog.load_method("forward", max_planned_bytes=need)
+    prog.load_method("forward", tier="reference", max_planned_bytes=need)
     with pytest.raises(ExecuTorchError) as e:
-        prog.load_method("forward", max_planned_bytes=need - 1)
+        prog.load_method("forward", tier="reference", max_planned_bytes=need - 1)
     assert e.value.code == ErrorCode.MemoryAllocationFailed
 
 
@@ -230,7 +230,7 @@ def test_delegate_without_bridge_is_a_clear_error(monkeypatch):
     backend_registry.registered()  # bridges are registered on first use
     monkeypatch.delitem(backend_registry._backends, "XnnpackBackend")
     with pytest.raises(ExecuTorchError) as e:
-        prog.load_method("forward")
+        prog.load_method("forward", tier="reference")
     assert e.value.code == ErrorCode.NotFound and "XnnpackBackend" in str(e.value)
     assert "has no bridge" in str(e.value)
 
@@ -244,15 +244,15 @@ def test_threads_setting_per_method_and_runtime_default():
     old = rt.threads
     try:
         rt.threads = 1
-        m1 = prog.load_method("forward")
-        m2 = prog.load_method("forward", threads=2)
+        m1 = prog.load_method("forward", tier="reference")
+        m2 = prog.load_method("forward", tier="reference", threads=2)
         assert (m1.threads, m2.threads) == (1, 2)
         m2.execute([X])
         assert blas_threads() in (0, 2)  # 0: no OpenBLAS in this numpy build
         m1.execute([X])
         assert blas_threads() in (0, 1)
         with pytest.raises(ValueError):
-            prog.load_method("forward", threads=0)
+            prog.load_method("forward", tier="reference", threads=0)
     finally:
         rt.threads = old
 

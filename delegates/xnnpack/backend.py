@@ -10,6 +10,10 @@ the last call skip the reshape and setup calls.
 Inputs are read in place when their buffer has ``XNN_EXTRA_BYTES`` of slack
 after the data (planned arenas do); otherwise they are copied into a padded
 staging buffer, because XNNPACK may read up to 16 bytes past an input.
+
+On the fast tier a DelegateCall does not come here: ``bind_fast`` gives the loop
+a compiled entry doing the same steps without Python (``delegates.xnnpack.fast``;
+``PYRUNTIME_XNNPACK_COMPILED=0`` keeps every call on this Python path).
 """
 from __future__ import annotations
 
@@ -94,10 +98,17 @@ class XnnpackHandle:
         self.fresh = True  # nothing reshaped or set up yet
         self.ndim = ctypes.c_size_t()
         self.dims = (ctypes.c_size_t * XNN_MAX_TENSOR_DIMS)()
+        # shared with compiled entries (delegates.xnnpack.fast): [owner, runtime address, ...];
+        # owner 0 = the Python path set the runtime up last, k > 0 = compiled entry k
+        self.state = np.zeros(4, np.int64)
+        self.state[1] = runtime.value or 0
+        self.tokens = 0
+        self.kernels = []  # state arrays of the compiled entries bound to this handle
 
     def close(self) -> None:
         """Delete the runtime and release the workspace (idempotent)."""
         rt, self.runtime = self.runtime, None
+        self.state[1] = 0  # compiled entries now fail with DelegateInvalidHandle
         if rt is not None:
             self.api.xnn_delete_runtime(rt)
             if self.workspace.value and self.api.xnn_release_workspace is not None:
@@ -217,6 +228,9 @@ class XnnpackBackend(BackendInterface):
 
     def _execute(self, h: XnnpackHandle, args) -> None:
         api, rt = h.api, h.runtime
+        if h.state[0] != 0:  # a compiled entry set the runtime up since our last call
+            h.reset()
+            h.state[0] = 0
         reshape = setup = h.fresh
         for e in h.inputs:
             t = args[e.ext_id]
@@ -286,6 +300,17 @@ class XnnpackBackend(BackendInterface):
                 n = t.numel
                 narrow = np.frombuffer(t.storage, np.int32, n).copy()
                 np.frombuffer(t.storage, np.int64, n)[:] = narrow
+
+    def bind_fast(self, h: XnnpackHandle, ctx, args):
+        """A compiled entry for a DelegateCall on the fast tier: ``(fn, block, explain)``
+        with ``explain(status) -> message``, or None (see ``delegates.xnnpack.fast``)."""
+        if os.environ.get("PYRUNTIME_XNNPACK_COMPILED", "1") == "0":
+            return None
+        try:
+            from delegates.xnnpack import fast
+            return fast.bind(h, ctx, args, _check_elsize)
+        except Exception:  # noqa: BLE001 - odd values: the Python path runs and reports them
+            return None
 
     def destroy(self, h: XnnpackHandle) -> None:
         if h is not None:

@@ -21,8 +21,15 @@ from numba.core.caching import CacheImpl as _CacheImpl, _CacheLocator
 
 _ROOT = Path(__file__).resolve().parents[2]  # the folder holding kernels/ and cython_ext/
 _PACKAGES = ("kernels", "cython_ext")
-_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w\s,()]+)|import\s+([\w.]+))",
-                     re.MULTILINE)
+# `from a.b import c, d`, `from a.b import (c,\n d)`, `import a.b`, at any indent; a name
+# list never runs into the next line unless parenthesized
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
+                     r"|import[ \t]+([\w.]+))", re.MULTILINE)
+# Project files that hold no code a kernel compiles (the binder registry, the argument
+# block builder, this locator): followed for their imports, left out of the hash, so
+# editing them recompiles nothing. Keep it so: a jitted helper belongs in another file.
+_NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
+                           "kernels/fast/context.py"})
 
 
 def cache_root() -> str:
@@ -41,10 +48,28 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+_SOURCES: dict = {}  # path -> bytes, read once per process
+_IMPORTED: dict = {}  # path -> frozenset of project files it imports
+
+
+def _source(path: Path) -> bytes:
+    b = _SOURCES.get(path)
+    if b is None:
+        b = _SOURCES[path] = path.read_bytes()
+    return b
+
+
 def _imports(path: Path) -> set:
     """Project module files ``path`` imports (``from a.b import c`` may name module c)."""
+    got = _IMPORTED.get(path)
+    if got is None:
+        got = _IMPORTED[path] = frozenset(_scan_imports(path))
+    return set(got)
+
+
+def _scan_imports(path: Path) -> set:
     out = set()
-    for frm, names, plain in _IMPORT.findall(path.read_text()):
+    for frm, names, plain in _IMPORT.findall(_source(path).decode()):
         mod = frm or plain
         f = _module_file(mod)
         if f is not None:
@@ -73,8 +98,10 @@ def source_key(path: Path) -> str:
                 todo += _imports(f) - seen
         h = hashlib.sha256(numba.__version__.encode())
         for f in sorted(seen):
-            h.update(str(f.relative_to(_ROOT)).encode())
-            h.update(f.read_bytes())
+            rel = f.relative_to(_ROOT).as_posix()
+            if rel not in _NOT_COMPILED:
+                h.update(rel.encode())
+                h.update(_source(f))
         key = _KEYS[path] = h.hexdigest()[:16]
     return key
 
@@ -117,3 +144,29 @@ def install() -> None:
     """Make Numba look up kernels/ functions with ``KernelCacheLocator`` first."""
     if KernelCacheLocator not in _CacheImpl._locator_classes:
         _CacheImpl._locator_classes.insert(0, KernelCacheLocator)
+    _import_arraymath_without_scipy()
+
+
+def _import_arraymath_without_scipy() -> None:
+    """Import ``numba.np.arraymath`` with ``scipy.linalg`` hidden, unless it is loaded.
+
+    Numba imports it when its first function compiles or loads from the cache, and
+    it probes for BLAS by importing ``scipy.linalg`` (0.3-1 s: half the cost of a
+    process's first cached-kernel load). Our kernels call BLAS through their own
+    function pointers (``kernels.fast.blas``), never through numba's ``np.dot``.
+    The probe's only effect is ``np.convolve``/``np.correlate`` in jitted code using
+    a plain loop instead of ``np.dot``; ``np.dot`` itself still finds scipy when
+    someone compiles it (Numba checks again then)."""
+    import sys
+
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules \
+            or os.environ.get("PYRUNTIME_NUMBA_SCIPY") == "1":
+        return
+    sys.modules["scipy.linalg"] = None  # its import raises ImportError: no BLAS probe
+    try:
+        import numba.np.arraymath  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        if sys.modules.get("scipy.linalg", 0) is None:
+            del sys.modules["scipy.linalg"]

@@ -26,13 +26,15 @@ from numba import carray, njit
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, desc, lazy,
                              ptr_like, resize_to)
-from kernels.fast.ordered import gemm_scratch, ordered_gemm, scratch_size
+from kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
+                                  packed_size, scratch_size)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # argument block (B_FN is unused: once BLAS gemm's address, kept for the layout; B_WT: the
-# weight transposed per group, (Cg*k, O/g), packed at load when it is a constant, else 0)
+# weight packed per group for ``ordered_gemm`` at load when it is a constant, else 0; B_WK:
+# how it is packed (``ordered.PK_*``), read only when B_WT is set)
 B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
-    B_WT = range(15)
+    B_WT, B_WK = range(16)
 
 
 @njit(inline="always")
@@ -79,8 +81,8 @@ def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 
 @njit
-def _gemm_conv(buf, x, w, wt, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw, OH,
-               OW, zero, item):
+def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
+               OH, OW, zero, item):
     """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order.
     ``buf`` holds the im2col columns, then the gemm's own scratch."""
     L = OH * OW
@@ -91,6 +93,8 @@ def _gemm_conv(buf, x, w, wt, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, d
     cols = ptr_like(pcols, zero)
     gscr = buf[ncols:]
     xp = ptr_like(x[0], zero)
+    nr = 64 // item  # a packed weight's group stride (see ordered.packed_size)
+    wstep = (-(-og // 6) * 6 if wk == PK_A_ROWS else -(-og // nr) * nr) * kg * item
     for n in range(N):
         for gi in range(g):
             xbase = (n * C + gi * Cg) * H * W
@@ -100,8 +104,8 @@ def _gemm_conv(buf, x, w, wt, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, d
                 _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
                 pb = pcols
             ordered_gemm(og, L, kg, w[0] + gi * og * kg * item, kg, 1, pb, L, 1,
-                         o[0] + (n * O + gi * og) * L * item, L, gscr, zero,
-                         wt + gi * og * kg * item if wt else 0)
+                         o[0] + (n * O + gi * og) * L * item, L, gscr, zero, item,
+                         wt + gi * wstep if wt else 0, wk if wt else 0)
 
 
 @njit
@@ -122,12 +126,15 @@ def _pad_plane(dst, xp, xb, H, W, ph, pw):
 
 
 @njit
-def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero):
+def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero,
+            item):
     """One input channel per group: every output row is a sum over the kernel taps of
     strided input rows, read from a zero-padded copy of the plane when there is padding,
     added tap by tap onto the zeroed out. 3x3 kernels (most depthwise convolutions) sum
     their nine taps in registers, left to right: the same sum."""
     pad = ptr_like(buf.ctypes.data, zero)
+    Hp = H + 2 * ph
+    tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) if ph or pw else 0) * item, zero)
     xp = ptr_like(x[0], zero)
     wf = ptr_like(w[0], zero)
     of = ptr_like(o[0], zero)
@@ -144,6 +151,25 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
                 src, sb = xp, xb
             ob = (n * O + oc) * OH * OW
             wb = oc * KH * KW
+            if KH == 3 and KW == 3 and sh == 1 and sw == 1:
+                # stride 1: the plane as one flat row of Wp-wide rows, so the vector loop runs
+                # over OH * Wp positions (not OW); the Wp - OW wrapped columns per row are
+                # computed into ``tmp`` and dropped
+                w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
+                w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
+                w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
+                r1, r2 = dh * Wp, 2 * dh * Wp
+                for p in range((OH - 1) * Wp + OW):
+                    q = sb + p
+                    tmp[p] = (w0 * src[q] + w1 * src[q + dw] + w2 * src[q + 2 * dw]
+                              + w3 * src[q + r1] + w4 * src[q + r1 + dw]
+                              + w5 * src[q + r1 + 2 * dw] + w6 * src[q + r2]
+                              + w7 * src[q + r2 + dw] + w8 * src[q + r2 + 2 * dw])
+                for oh in range(OH):
+                    orow = ob + oh * OW
+                    for ow in range(OW):
+                        of[orow + ow] += tmp[oh * Wp + ow]
+                continue
             if KH == 3 and KW == 3:
                 w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
                 w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
@@ -153,6 +179,15 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
                     r1 = r0 + dh * Wp
                     r2 = r1 + dh * Wp
                     orow = ob + oh * OW
+                    if sw == 2 and dw == 1:  # literal strides: LLVM vectorizes the even/odd
+                        for ow in range(OW):  # loads (1.5x the generic loop)
+                            c = ow * 2
+                            of[orow + ow] += (w0 * src[r0 + c] + w1 * src[r0 + c + 1]
+                                              + w2 * src[r0 + c + 2] + w3 * src[r1 + c]
+                                              + w4 * src[r1 + c + 1] + w5 * src[r1 + c + 2]
+                                              + w6 * src[r2 + c] + w7 * src[r2 + c + 1]
+                                              + w8 * src[r2 + c + 2])
+                        continue
                     for ow in range(OW):
                         c = ow * sw
                         of[orow + ow] += (w0 * src[r0 + c] + w1 * src[r0 + c + dw]
@@ -245,21 +280,23 @@ def _conv(block, zero, item):
     if x[3] != 0:
         pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
         if Cg == 1:
-            need = (H + 2 * ph) * (W + 2 * pw) if ph or pw else 1
+            # the zero-padded plane (if padded), then a flat stride-1 3x3 output plane
+            need = ((H + 2 * ph) * (W + 2 * pw) if ph or pw else 0) + H * (W + 2 * pw) \
+                + 2 * ph * (W + 2 * pw)
         else:
             kg = Cg * KH * KW
-            need = (0 if pointwise else kg * L) + gemm_scratch(O // g, L, kg, 1,
-                                                                block[B_WT] != 0)
+            need = (0 if pointwise else kg * L) + gemm_scratch(O // g, L, kg)
         if need <= block[B_SCRN] or need <= 1:
             buf = carray(ptr_like(block[B_SCR] if block[B_SCR] else o[0], zero), max(need, 1))
         else:  # sizes over the bind-time bound (a dynamic input grew in one dim): allocate
             buf = np.full(need, zero)
         if Cg == 1:
             _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
-                    zero)
+                    zero, item)
         else:
-            _gemm_conv(buf, x, w, block[B_WT], o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph,
-                       pw, dh, dw, OH, OW, zero, item)
+            wt = block[B_WT]
+            _gemm_conv(buf, x, w, wt, block[B_WK] if wt else 0, o, N, C, H, W, O, g, Cg, KH,
+                       KW, sh, sw, ph, pw, dh, dw, OH, OW, zero, item)
     if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
         b = desc(block[B_BIAS])
         if b[3] != O:
@@ -298,24 +335,30 @@ def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
     direct loop's zero-padded plane, or the im2col columns plus the gemm's scratch."""
     osp = [max(0, (sp[i] + 2 * padding[i] - dilation[i] * (kern[i] - 1) - 1) // stride[i] + 1)
            for i in range(2)]
-    if cg == 1:
-        return prod(sp[i] + 2 * padding[i] for i in range(2)) if any(padding) else 0
+    if cg == 1:  # the padded plane (if padded), then a flat output plane as wide
+        padded = prod(sp[i] + 2 * padding[i] for i in range(2))
+        return (padded if any(padding) else 0) + padded
     pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]
     kg, L = cg * prod(kern), prod(osp)
-    return (0 if pointwise else kg * L) + scratch_size(og, L, kg, 1, packed)
+    return (0 if pointwise else kg * L) + scratch_size(og, L, kg)
 
 
-def packed_weight(ctx, weight, groups):
-    """The weight transposed per group, (Cg*k, O/g) each, in a method-owned buffer, when it
-    is a constant (read-only storage: it cannot change under the copy); else 0. Only
-    convolutions whose outputs have fewer positions than channels read it."""
+def packed_weight(ctx, weight, groups, L):
+    """(address, kind): the weight packed per group for ``ordered_gemm`` (``pack_weight``,
+    in the orientation the load-time output size ``L`` picks) in a method-owned buffer, when
+    it is a constant (read-only storage: it cannot change under the copy); else (0, 0)."""
     if weight.storage is None or weight.storage.flags.writeable or weight.shape[1] == 1:
-        return 0
+        return 0, 0
     w = weight.numpy()
     og = w.shape[0] // groups
-    wt = np.ascontiguousarray(w.reshape(groups, og, -1).transpose(0, 2, 1))
+    w3 = w.reshape(groups, og, -1)
+    parts = [pack_weight(w3[gi], og, L, True) for gi in range(groups)]
+    kind = parts[0][1]
+    assert all(p.size == packed_size(og, L, w3.shape[2], kind, w.dtype.itemsize)
+               for p, _ in parts)
+    wt = np.concatenate([p for p, _ in parts])
     ctx.scratch.append(wt)
-    return wt.ctypes.data
+    return wt.ctypes.data, kind
 
 
 def _scratch(ctx, nbytes):
@@ -348,11 +391,13 @@ def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transp
         stride, padding, dilation = [1] + stride, [0] + padding, [1] + dilation
     sp = ([1] + list(input.shape[2:]))[-2:]
     kern = ([1] + list(weight.shape[2:]))[-2:]
-    wt = packed_weight(ctx, weight, groups)
+    osp = [max(0, (sp[i] + 2 * padding[i] - dilation[i] * (kern[i] - 1) - 1) // stride[i] + 1)
+           for i in range(2)]
+    wt, wk = packed_weight(ctx, weight, groups, osp[0] * osp[1])
     nelem = scratch_elems(weight.shape[0] // groups, weight.shape[1], kern, sp, stride, padding,
-                          dilation, wt != 0)
+                          dilation)
     scratch, nbytes = _scratch(ctx, nelem * dt.itemsize) if nelem else (0, 0)
     return ctx.bind(lazy(conv_kernel), [
         0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
         ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
-        groups, scratch, nbytes // dt.itemsize, wt])
+        groups, scratch, nbytes // dt.itemsize, wt, wk])

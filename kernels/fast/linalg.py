@@ -16,13 +16,13 @@ from numba import carray, njit
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64,
                              desc, lazy, ptr_like, resize_to)
-from kernels.fast.ordered import gemm_scratch, ordered_gemm, scratch_size
+from kernels.fast.ordered import gemm_scratch, ordered_gemm, pack_weight, scratch_size
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
 # block: op, a, b, out, self/bias (0 if none), alpha bits, beta bits, scratch, scratch elems,
-# B packed row-major at load (a constant weight read transposed), else 0
-K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP = range(10)
+# B (a constant weight) packed at load for ``ordered_gemm`` else 0, and how (``ordered.PK_*``)
+K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK = range(11)
 
 
 @njit(inline="always")
@@ -83,17 +83,14 @@ def _matmul(block, alpha, beta, mk, item):
         ars, acs, brs, bcs = a[24], a[25], b[24], b[25]
     if st != OK:
         return st
-    pb, bstep = b[0], b[24] * item
-    if block[K_BP] != 0:  # (batches of) k x n, contiguous
-        pb, brs, bcs, bstep = block[K_BP], n, 1, k * n * item
-    need = gemm_scratch(m, n, k, bcs)
+    need = gemm_scratch(m, n, k)
     if need <= block[K_SCRN]:
         scr = carray(ptr_like(block[K_SCR] if block[K_SCR] else o[0], mk), max(need, 1))
     else:  # sizes over the bind-time bound: allocate
         scr = np.empty(need, type(mk))
-    for i in range(nb):
-        ordered_gemm(m, n, k, a[0] + i * a[24] * item, ars, acs, pb + i * bstep, brs, bcs,
-                     o[0] + i * m * n * item, n, scr, mk)
+    for i in range(nb):  # (a packed B is never batched)
+        ordered_gemm(m, n, k, a[0] + i * a[24] * item, ars, acs, b[0] + i * b[24] * item, brs,
+                     bcs, o[0] + i * m * n * item, n, scr, mk, item, block[K_BP], block[K_BK])
     if op == OP_LINEAR and block[K_S] != 0:
         return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk)
     if op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
@@ -129,23 +126,23 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
     for v in (alpha, beta):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return None
-    bs = b.strides()
     if op == OP_LINEAR:
-        m, k, n, bcs = a.numel // max(a.shape[-1], 1), b.shape[1], b.shape[0], bs[0]
+        m, k, n = a.numel // max(a.shape[-1], 1), b.shape[1], b.shape[0]
     else:
-        m, k, n, bcs = a.shape[-2], a.shape[-1], b.shape[-1], bs[-1]
-    packed = 0
-    if bcs != 1 and b.storage is not None and not b.storage.flags.writeable:
-        # a constant read transposed (a linear layer's weight): packed once, here
-        bp = np.ascontiguousarray(b.numpy().T if op == OP_LINEAR else b.numpy())
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    packed, kind = 0, 0
+    if op != OP_BMM and b.storage is not None and not b.storage.flags.writeable and m * n * k:
+        # a constant (a linear layer's weight): packed once, here, for the load-time sizes
+        bm = b.numpy()
+        bp, kind = pack_weight(bm.T if op == OP_LINEAR else bm, m, n, False)
         ctx.scratch.append(bp)
-        packed, bcs = bp.ctypes.data, 1
+        packed = bp.ctypes.data
     # the gemm's scratch at load-time (upper-bound) sizes
-    nelem = scratch_size(m, n, k, bcs)
+    nelem = scratch_size(m, n, k)
     return ctx.bind(lazy(matmul_kernel), [
         op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
         ctx.f64(alpha), ctx.f64(beta), ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0,
-        nelem, packed])
+        nelem, packed, kind])
 
 
 @register_fast("aten::mm.out")

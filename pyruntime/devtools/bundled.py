@@ -57,7 +57,7 @@ class BundledProgram:
         self.program, self.suites, self.version = program, suites, version
         self.program_bytes = program_bytes
 
-    def verify(self, rtol: float = RTOL, atol: float = ATOL, tier: str = "reference",
+    def verify(self, rtol: float = RTOL, atol: float = ATOL, tier: str = "fast",
                methods=None, tracer=None) -> list[CaseResult]:
         """Run the test cases (of ``methods``, default all); one result per case.
 

@@ -219,7 +219,7 @@ def _row(k, key, delegate_id, names, ref_vals, other_vals, atol, rtol) -> Row:
 
 
 def diff(program, inputs, etdump, debug_buffer=None, *, method: str = "forward",
-         tier: str = "reference", atol=ATOL, rtol=RTOL, **load_kwargs) -> DiffReport:
+         tier: str = "fast", atol=ATOL, rtol=RTOL, **load_kwargs) -> DiffReport:
     """Run ``program`` (path or Program) on ``inputs`` (a list of input lists, one per
     execute, or an ``.npz`` path) and compare with ``etdump`` (ETDump or path).
 

@@ -39,7 +39,7 @@ def test_verify_executorch_bundled_program(cnn, tmp_path, capsys):
     bp = load_bundled_program(path)
     assert bp.version == 2 and list(bp.suites) == ["forward"] and len(bp.suites["forward"]) == 2
     np.testing.assert_array_equal(bp.suites["forward"][1].inputs[0], cnn.calls[1][0])
-    assert cli.main(["verify", str(path)]) == 0
+    assert cli.main(["verify", str(path), "--tier", "reference"]) == 0
     out = capsys.readouterr().out
     assert out.count("PASS forward[") == 2 and "2 of 2 test cases passed" in out
 
@@ -49,11 +49,11 @@ def test_wrong_expected_output_fails(cnn, tmp_path, capsys):
     wrong[1][0][0, 3] += 0.25
     path = tmp_path / "bad.bpte"
     path.write_bytes(_executorch_bpte(cnn, wrong))
-    assert cli.main(["verify", str(path)]) == 1
+    assert cli.main(["verify", str(path), "--tier", "reference"]) == 1
     out = capsys.readouterr().out
     assert "PASS forward[0]" in out and "FAIL forward[1]" in out
     assert "1 of 2 elements" not in out and "at [0, 3]" in out
-    results = load_bundled_program(path).verify()
+    results = load_bundled_program(path).verify(tier="reference")
     assert [r.passed for r in results] == [True, False]
     assert results[1].max_abs_err == pytest.approx(0.25, rel=1e-4)
 
@@ -81,7 +81,7 @@ def test_integer_inputs_several_cases_and_tracing():
                                      {"forward": list(zip(fx.calls[:3], fx.expected[:3]))})
     bp = load_bundled_program(data)
     tracer = EventTracer(intermediates=False)
-    results = bp.verify(tracer=tracer)
+    results = bp.verify(tracer=tracer, tier="reference")
     assert all(r.passed for r in results), [str(r) for r in results]
     assert [r.bundled_input_index for r in tracer.etdump().executions] == [0, 1, 2]
 
@@ -98,7 +98,7 @@ def test_malformed_bundled_programs_raise_our_error(cnn, tmp_path):
                                                        {"decode": [([1], [2])]}))
     for n in list(range(0, 200, 7)) + [len(good) // 2]:
         with pytest.raises(ExecuTorchError):
-            load_bundled_program(good[:n]).verify()
+            load_bundled_program(good[:n]).verify(tier="reference")
     rng = np.random.default_rng(1)
     head = 2048  # the flatbuffer tables sit around the program bytes; corrupt the start
     for _ in range(150):
@@ -111,4 +111,4 @@ def test_malformed_bundled_programs_raise_our_error(cnn, tmp_path):
             pass
     path = tmp_path / "x.bpte"
     path.write_bytes(b"\x00" * 3)
-    assert cli.main(["verify", str(path)]) == 2
+    assert cli.main(["verify", str(path), "--tier", "reference"]) == 2

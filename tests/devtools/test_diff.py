@@ -31,13 +31,13 @@ def _perturbed_buffer(dump: ETDump, run: int, key, delta=0.5) -> bytes:
 
 def test_no_divergence_against_executorch(tmp_path, capsys):
     rd = reference_dump("quant_cnn")
-    report = diff(rd.fixture.pte_path, rd.fixture.calls, rd.etdp, rd.bin)
+    report = diff(rd.fixture.pte_path, rd.fixture.calls, rd.etdp, rd.bin, tier="reference")
     assert report.ok and report.first_divergence is None
     assert len(report.rows) == 2 * 25 and report.missing == 0
     assert all(r.max_abs_err < 1e-4 for r in report.rows)
     # the command: table, JSON, plot, exit 0
     inp = _inputs(tmp_path, rd.fixture.calls)
-    args = ["diff", str(rd.fixture.pte_path), "--inputs", str(inp), "--etdump", str(rd.etdp),
+    args = ["diff", str(rd.fixture.pte_path), "--tier", "reference", "--inputs", str(inp), "--etdump", str(rd.etdp),
             "--debug-buffer", str(rd.bin)]
     assert cli.main(args + ["--plot", str(tmp_path / "d.png")]) == 0
     out = capsys.readouterr().out
@@ -54,7 +54,7 @@ def test_one_perturbed_tensor_is_the_first_and_only_divergence(tmp_path, capsys)
     target = (0, 4)  # the second convolution of the first execute
     bad = tmp_path / "bad.bin"
     bad.write_bytes(_perturbed_buffer(ref, 0, target))
-    report = diff(rd.fixture.pte_path, rd.fixture.calls, rd.etdp, bad)
+    report = diff(rd.fixture.pte_path, rd.fixture.calls, rd.etdp, bad, tier="reference")
     assert not report.ok
     wrong = [r for r in report.rows if not r.ok]
     assert len(wrong) == 1 and report.first_divergence is wrong[0]
@@ -62,7 +62,7 @@ def test_one_perturbed_tensor_is_the_first_and_only_divergence(tmp_path, capsys)
     assert (f.run, f.chain, f.instruction, f.op) == (0, 0, 4, "convolution.out")
     assert f.max_abs_err == pytest.approx(0.5, rel=1e-3) and f.snr_db < 80
     inp = _inputs(tmp_path, rd.fixture.calls)
-    code = cli.main(["diff", str(rd.fixture.pte_path), "--inputs", str(inp), "--etdump",
+    code = cli.main(["diff", str(rd.fixture.pte_path), "--tier", "reference", "--inputs", str(inp), "--etdump",
                      str(rd.etdp), "--debug-buffer", str(bad), "--atol", "1e-3"])
     out = capsys.readouterr().out
     assert code == 1
@@ -104,8 +104,8 @@ def test_inside_delegates_compares_node_values():
     fx = get_fixture("cnn_bn")
     tracer = EventTracer()
     from pyruntime import Runtime
-    tracer.load_method(Runtime.get().load_program(fx.pte_path)).execute(fx.calls[0])
-    report = diff(fx.pte_path, fx.calls[:1], tracer.etdump())
+    tracer.load_method(Runtime.get().load_program(fx.pte_path), tier="reference").execute(fx.calls[0])
+    report = diff(fx.pte_path, fx.calls[:1], tracer.etdump(), tier="reference")
     inner = [r for r in report.rows if r.delegate_id is not None]
     assert report.ok and len(inner) >= 5 and all(r.max_abs_err == 0 for r in inner)
 
@@ -132,6 +132,6 @@ def test_diff_errors_are_reported(tmp_path, capsys):
     fx = get_fixture("mlp")
     inp = _inputs(tmp_path, fx.calls[:1])
     (tmp_path / "x.etdp").write_bytes(b"garbage!" * 4)
-    code = cli.main(["diff", str(fx.pte_path), "--inputs", str(inp), "--etdump",
+    code = cli.main(["diff", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp), "--etdump",
                      str(tmp_path / "x.etdp"), "--debug-buffer", str(tmp_path / "x.etdp")])
     assert code == 2 and "x.etdp" in capsys.readouterr().err

@@ -19,7 +19,7 @@ def test_trace_command(tmp_path, capsys):
     inp = tmp_path / "in.npz"
     np.savez(inp, set0_arg0=fx.calls[0][0], set1_arg0=fx.calls[1][0])
     out, png, etdp = tmp_path / "t.json", tmp_path / "ops.png", tmp_path / "t.etdp"
-    assert cli.main(["trace", str(fx.pte_path), "--inputs", str(inp), "--out", str(out),
+    assert cli.main(["trace", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp), "--out", str(out),
                      "--plot", str(png), "--etdump", str(etdp), "--iters", "2"]) == 0
     text = capsys.readouterr().out
     assert "convolution.out" in text and "total" in text and "mean ms" in text

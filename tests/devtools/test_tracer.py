@@ -101,7 +101,7 @@ def test_run_writes_an_etdump_per_input_set(tmp_path, capsys):
     inp = tmp_path / "in.npz"
     np.savez(inp, set0_arg0=fx.calls[0][0], set1_arg0=fx.calls[1][0])
     out, etdp, binf = tmp_path / "out.npz", tmp_path / "r.etdp", tmp_path / "r.bin"
-    assert cli.main(["run", str(fx.pte_path), "--inputs", str(inp), "--out", str(out),
+    assert cli.main(["run", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp), "--out", str(out),
                      "--etdump", str(etdp), "--debug-buffer", str(binf)]) == 0
     with np.load(out) as z:
         assert sorted(z.files) == ["set0_out0", "set1_out0"]
@@ -113,10 +113,10 @@ def test_run_writes_an_etdump_per_input_set(tmp_path, capsys):
         np.testing.assert_allclose(run.program_outputs()[0], fx.expected[k][0], rtol=1e-5,
                                    atol=1e-6)
     # without --debug-buffer: profiling events only
-    assert cli.main(["run", str(fx.pte_path), "--inputs", str(inp), "--etdump", str(etdp)]) == 0
+    assert cli.main(["run", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp), "--etdump", str(etdp)]) == 0
     assert not any(isinstance(e, DebugEvent) for r in ETDump.load(etdp).runs for e in r.events)
     # a too-small buffer is reported, not a crash
-    assert cli.main(["run", str(fx.pte_path), "--inputs", str(inp), "--etdump", str(etdp),
+    assert cli.main(["run", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp), "--etdump", str(etdp),
                      "--debug-buffer", str(binf), "--debug-buffer-size", "1000"]) == 1
     assert "debug buffer is full" in capsys.readouterr().err
 
@@ -125,9 +125,9 @@ def test_run_keeps_reading_plain_npz_keys(tmp_path):
     fx = get_fixture("mlp")
     inp, out = tmp_path / "in.npz", tmp_path / "out.npz"
     np.savez(inp, fx.calls[0][0])  # arr_0
-    assert cli.main(["run", str(fx.pte_path), "--inputs", str(inp), "--out", str(out)]) == 0
+    assert cli.main(["run", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp), "--out", str(out)]) == 0
     with np.load(out) as z:
         assert z.files == ["output_0"]
         np.testing.assert_allclose(z["output_0"], fx.expected[0][0], rtol=1e-5, atol=1e-6)
     np.savez(inp, set0_arg0=fx.calls[0][0], x=fx.calls[0][0])
-    assert cli.main(["run", str(fx.pte_path), "--inputs", str(inp)]) == 1  # mixed keys
+    assert cli.main(["run", str(fx.pte_path), "--tier", "reference", "--inputs", str(inp)]) == 1  # mixed keys

@@ -69,7 +69,7 @@ def run_executorch(pte: bytes, calls, method="forward", ptd: bytes | None = None
 def run_pyruntime(pte: bytes, calls, method="forward", ptd: bytes | None = None) -> list:
     data_path = _write(ptd, ".ptd") if ptd is not None else None
     program = pyruntime.Runtime.get().load_program(pte, data_path=data_path)
-    loaded = program.load_method(method)
+    loaded = program.load_method(method, tier="reference")
     return [[np.array(o, copy=True) if isinstance(o, np.ndarray) else o
              for o in loaded.execute([v.copy() if isinstance(v, np.ndarray) else v
                                       for v in call])] for call in calls]

@@ -38,6 +38,12 @@ CASES = [
     ((2, 3, 20), (5, 3, 4), False, [1], [0], [3], 1),                        # conv1d dilated
     ((2, 4, 16), (4, 1, 3), True, [1], [1], [1], 4),                         # conv1d depthwise
     ((1, 8, 30), (16, 8, 1), True, [1], [0], [1], 1),                        # conv1d pointwise
+    # the register-blocked gemm and the depthwise loops' special cases
+    ((1, 5, 9, 11), (5, 1, 3, 3), True, [1, 1], [2, 2], [2, 2], 5),          # dw s1 dilated
+    ((1, 6, 13, 12), (6, 1, 3, 3), True, [2, 2], [0, 0], [1, 1], 6),         # dw s2 unpadded
+    ((1, 3, 11, 14), (6, 1, 3, 3), False, [2, 2], [1, 1], [1, 2], 3),        # dw s2 dilated
+    ((1, 32, 9, 9), (30, 32, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),        # k = 288 > KC
+    ((1, 8, 20, 15), (40, 8, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),        # n = 300 > NCB
 ]
 
 
@@ -65,10 +71,13 @@ def test_conv(case, dtype):
     ((1, 32, 4, 4), (64, 32, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),   # 16 positions < 64
     ((1, 16, 2, 2), (40, 8, 3, 3), False, [1, 1], [2, 2], [2, 2], 2),   # grouped, dilated
     ((2, 24, 6), (48, 24, 3), True, [2], [1], [1], 1),                  # conv1d
+    ((2, 8, 12, 12), (30, 8, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),  # many: not transposed
+    ((1, 6, 9, 9), (14, 3, 1, 1), False, [1, 1], [0, 0], [1, 1], 2),   # grouped pointwise
 ])
 def test_constant_weight_packed_for_few_positions(case):
-    """Fewer output positions than channels: the product runs transposed over the weight
-    packed at load (a constant: read-only storage), still in ExecuTorch's order."""
+    """A constant weight (read-only storage) is packed at load, per group, in the orientation
+    its output size picks: transposed when there are fewer output positions than channels;
+    still ExecuTorch's order."""
     args, want = _args(case, np.float32)
     w = ETensor.from_array(args[1].copy())
     w.storage.flags.writeable = False
@@ -121,19 +130,24 @@ def _bind(*vals):
 
 @pytest.mark.parametrize("w_shape,groups,padding", [((5, 3, 1, 3), 1, [0, 0]),
                                                     ((3, 1, 3, 3), 3, [1, 1]),
-                                                    ((4, 3, 1, 1), 1, [0, 0])])
-def test_dynamic_input_sizes(w_shape, groups, padding):
-    """Sizes are read at run time; a shape past the bind-time scratch bound still works."""
+                                                    ((4, 3, 1, 1), 1, [0, 0]),
+                                                    ((40, 3, 3, 3), 1, [1, 1])])
+@pytest.mark.parametrize("const", [False, True])
+def test_dynamic_input_sizes(w_shape, groups, padding, const):
+    """Sizes are read at run time; a shape past the bind-time scratch bound still works, and
+    a constant weight packed for the bind-time sizes is not used in the other orientation."""
     x = ETensor.from_array(RNG.standard_normal((2, 3, 8, 8)).astype(np.float32),
                            dynamism=Dynamism.DYNAMIC_BOUND)
     w = RNG.standard_normal(w_shape).astype(np.float32)
     b = RNG.standard_normal(w_shape[0]).astype(np.float32)
-    args = [ETensor.from_array(w), ETensor.from_array(b), [1, 1], padding, [1, 1], False, [0, 0],
-            groups]
+    wt = ETensor.from_array(w)
+    if const:
+        wt.storage.flags.writeable = False
+    args = [wt, ETensor.from_array(b), [1, 1], padding, [1, 1], False, [0, 0], groups]
     out = bound_out((2, w_shape[0], 8, 8), np.float32)
     run = _bind(x, *args, out)
     # (1, 3, 2, 32): same capacity, but a wider im2col / padded plane than at bind time
-    for shape in ((2, 3, 8, 8), (1, 3, 5, 7), (1, 3, 2, 32), (0, 3, 8, 8)):
+    for shape in ((2, 3, 8, 8), (1, 3, 5, 7), (1, 3, 3, 3), (1, 3, 2, 32), (0, 3, 8, 8)):
         x.resize(shape)
         assert run() == 0, shape
         ref = bound_out((2, w_shape[0], 8, 32), np.float32)

@@ -110,7 +110,7 @@ def test_constant_weight_permutes_fold_into_views_and_trace_agrees():
     prog = pyruntime.Runtime.get().load_program(fx.pte_path)
     fast = prog.load_method("forward", tier="fast")
     assert len(fast._fast.folded) == 3  # one transposed weight per Linear
-    ref = prog.load_method("forward")
+    ref = prog.load_method("forward", tier="reference")
     got = fast.execute(fx.calls[0])[0]
     np.testing.assert_allclose(got, ref.execute(fx.calls[0])[0], rtol=1e-5, atol=1e-6)
     traced = fast.trace(fx.calls[0])

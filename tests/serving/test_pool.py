@@ -67,7 +67,7 @@ def test_a_small_pool_makes_threads_wait_not_fail():
 
 
 def test_timeout_and_close():
-    pool = MethodPool(program("mlp").pte_path, size=1)
+    pool = MethodPool(program("mlp").pte_path, size=1, tier="reference")
     x = program("mlp").calls[0]
     with pool.acquire():
         with pytest.raises(ExecuTorchError, match="all 1 methods busy") as e:

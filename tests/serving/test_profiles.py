@@ -72,16 +72,16 @@ def test_fit_report_reads_the_file_only():
 def test_profile_without_xnnpack_refuses_an_xnnpack_program_as_the_device_would():
     prog = _prog("xnnpack_mlp")
     with pytest.raises(ExecuTorchError) as e:
-        get_profile("android-portable").load_method(prog, "forward")
+        get_profile("android-portable").load_method(prog, "forward", tier="reference")
     assert e.value.code == ErrorCode.NotFound  # what the C++ runtime returns for it
     assert str(e.value) == (
         "[NotFound 0x20] device profile 'android-portable': method 'forward' delegate 0: "
         "backend 'XnnpackBackend' is not registered on this device (its backends: none)")
     with pytest.raises(ExecuTorchError, match="not registered on this device"):
-        prog.load_method("forward", backends=())  # the load option underneath
+        prog.load_method("forward", tier="reference", backends=())  # the load option underneath
     x = program("xnnpack_mlp").calls[0][0]
-    m = get_profile("android-xnnpack").load_method(prog, "forward")  # a device that has it
-    np.testing.assert_array_equal(m.execute([x])[0], prog.load_method("forward").execute([x])[0])
+    m = get_profile("android-xnnpack").load_method(prog, "forward", tier="reference")  # a device that has it
+    np.testing.assert_array_equal(m.execute([x])[0], prog.load_method("forward", tier="reference").execute([x])[0])
     assert m.threads == 4
 
 
@@ -90,12 +90,12 @@ def test_memory_and_storage_budgets_refuse_the_load():
     need = sum(prog.metadata("forward").planned_buffer_sizes)
     with pytest.raises(ExecuTorchError, match=f"device profile 'small': .*needs {need} bytes") \
             as e:
-        DeviceProfile("small", max_planned_bytes=need - 1).load_method(prog)
+        DeviceProfile("small", max_planned_bytes=need - 1).load_method(prog, tier="reference")
     assert e.value.code == ErrorCode.MemoryAllocationFailed
-    DeviceProfile("exact", max_planned_bytes=need).load_method(prog)
+    DeviceProfile("exact", max_planned_bytes=need).load_method(prog, tier="reference")
     with pytest.raises(ExecuTorchError, match="device profile 'flash': constants and delegate "
                                               "payloads take") as e:
-        DeviceProfile("flash", max_constant_bytes=16).load_method(prog)
+        DeviceProfile("flash", max_constant_bytes=16).load_method(prog, tier="reference")
     assert e.value.code == ErrorCode.OutOfResources
 
 

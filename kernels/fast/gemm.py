@@ -1,0 +1,280 @@
+"""Register-blocked matrix product that adds in ExecuTorch's order (the engine of ``ordered``).
+
+Each output still starts at zero and adds its k products one at a time, first to
+last, every product rounded before the add (no FMA): only *which* outputs are
+computed together changes. A micro-kernel keeps an ``mr x NR`` tile of C in
+vector registers (``mr`` <= 6 rows, NR = two AVX vectors: 16 float32 or 8 float64
+columns) and walks k in order, so every accumulator is the C++ loop's running sum.
+Operands are read from packed panels: A as ``[panel][t][MR]`` (MR = 6 rows per
+panel, zero-padded), B as ``[panel][t][NR]``. A constant weight is packed once at
+load (``pack_rows_np`` / ``pack_cols_np``); the other operand is packed per call,
+B in column blocks of ``NCB`` that stay in L2. k is cut into blocks of ``KC``
+steps so a B panel stays in L1; between blocks the partial sum is stored in C and
+loaded back unchanged (a float store and load round nothing), so the order holds.
+
+The micro-kernel is LLVM IR built here (``@intrinsic``): vector ``fmul`` then
+``fadd`` without fast-math flags, which LLVM never contracts into an FMA.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from kernels.fast.nb import ptr_like
+
+MR = 6  # rows per A panel (and the largest micro-tile)
+KC = 256  # k steps per block: a B panel (KC x NR) is 16 KiB, in L1
+NCB = 256  # B columns packed per block (KC x NCB: 256 KiB, in L2)
+
+
+def nr_of(itemsize):
+    """Columns per B panel: two 256-bit vectors."""
+    return 64 // itemsize
+
+
+def _microkernel(mr):
+    """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, marker)``: C[0:mr, 0:NR] (row stride
+    ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in order;
+    B's rows ``ldb`` elements apart (NR: a packed panel)."""
+
+    @intrinsic
+    def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, marker):
+        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                         types.int64, types.int64, marker)
+
+        def codegen(context, builder, signature, args):
+            pa, pb, ldb, pc, ldc, kc, load, _ = args
+            mt = signature.args[7]
+            fty = context.get_value_type(mt)
+            w = 8 if mt == types.float32 else 4  # lanes of a 256-bit vector
+            align = 4 if mt == types.float32 else 8
+            nv = 2
+            vty = ir.VectorType(fty, w)
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            fp, vp = fty.as_pointer(), vty.as_pointer()
+            A = builder.inttoptr(pa, fp)
+            B = builder.inttoptr(pb, fp)
+            C = builder.inttoptr(pc, fp)
+            acc = [[cgutils.alloca_once(builder, vty) for _ in range(nv)] for _ in range(mr)]
+
+            def cptr(r, v):
+                off = builder.add(builder.mul(ir.Constant(i64, r), ldc), ir.Constant(i64, v * w))
+                return builder.bitcast(builder.gep(C, [off]), vp)
+
+            zero = ir.Constant(vty, [ir.Constant(fty, 0.0)] * w)
+            with builder.if_else(builder.icmp_signed("!=", load, ir.Constant(i64, 0))) as (
+                    then, otherwise):
+                with then:
+                    for r in range(mr):
+                        for v in range(nv):
+                            builder.store(builder.load(cptr(r, v), align=align), acc[r][v])
+                with otherwise:
+                    for r in range(mr):
+                        for v in range(nv):
+                            builder.store(zero, acc[r][v])
+            undef = ir.Constant(vty, ir.Undefined)
+            splat_mask = ir.Constant(ir.VectorType(i32, w), [ir.Constant(i32, 0)] * w)
+            with cgutils.for_range(builder, kc) as loop:
+                t = loop.index
+                bb = builder.mul(t, ldb)
+                bv = [builder.load(builder.bitcast(
+                    builder.gep(B, [builder.add(bb, ir.Constant(i64, v * w))]), vp), align=align)
+                    for v in range(nv)]
+                ab = builder.mul(t, ir.Constant(i64, MR))
+                for r in range(mr):
+                    a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
+                    av = builder.shuffle_vector(
+                        builder.insert_element(undef, a, ir.Constant(i32, 0)), undef, splat_mask)
+                    for v in range(nv):
+                        p = builder.fmul(av, bv[v])
+                        builder.store(builder.fadd(builder.load(acc[r][v]), p), acc[r][v])
+            for r in range(mr):
+                for v in range(nv):
+                    builder.store(builder.load(acc[r][v]), cptr(r, v), align=align)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return mk
+
+
+_mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
+
+
+@njit(inline="always")
+def _mk(mr, pa, pb, ldb, pc, ldc, kc, load, zero):
+    if mr == 6:
+        _mk6(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 5:
+        _mk5(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 4:
+        _mk4(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 3:
+        _mk3(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 2:
+        _mk2(pa, pb, ldb, pc, ldc, kc, load, zero)
+    else:
+        _mk1(pa, pb, ldb, pc, ldc, kc, load, zero)
+
+
+# ---- packing -------------------------------------------------------------------------------
+
+@njit
+def pack_rows(P, X, rs, cs, m, k, zero):
+    """P[ip][t][r] = X[(ip*MR + r)*rs + t*cs] (rows past m: 0); P, X pointers."""
+    for i0 in range(0, m, MR):
+        base = i0 * k
+        rows = min(MR, m - i0)
+        for t in range(k):
+            d = base + t * MR
+            for r in range(rows):
+                P[d + r] = X[(i0 + r) * rs + t * cs]
+            for r in range(rows, MR):
+                P[d + r] = zero
+
+
+@njit
+def pack_cols(P, X, rs, cs, k, n, nr, zero):
+    """P[jp][t][c] = X[t*rs + (jp*nr + c)*cs] (columns past n: 0); P, X pointers."""
+    for j0 in range(0, n, nr):
+        base = j0 * k
+        cols = min(nr, n - j0)
+        if cs == 1 and cols == 16:  # full panels: literal widths, so each row is two vectors
+            for t in range(k):
+                d = base + t * 16
+                s = t * rs + j0
+                for c in range(16):
+                    P[d + c] = X[s + c]
+        elif cs == 1 and cols == 8 and nr == 8:
+            for t in range(k):
+                d = base + t * 8
+                s = t * rs + j0
+                for c in range(8):
+                    P[d + c] = X[s + c]
+        elif cs == 1:
+            for t in range(k):
+                d = base + t * nr
+                s = t * rs + j0
+                for c in range(cols):
+                    P[d + c] = X[s + c]
+                for c in range(cols, nr):
+                    P[d + c] = zero
+        else:
+            for t0 in range(0, k, 16):  # 16 x nr blocks: both sides stay in cache
+                for c in range(cols):
+                    s = (j0 + c) * cs
+                    for t in range(t0, min(k, t0 + 16)):
+                        P[base + t * nr + c] = X[t * rs + s]
+                for t in range(t0, min(k, t0 + 16)):
+                    for c in range(cols, nr):
+                        P[base + t * nr + c] = zero
+
+
+def pack_rows_np(x):
+    """``pack_rows`` of a 2-D array, in numpy (binders: no compile at load)."""
+    m, k = x.shape
+    mp = -(-m // MR) * MR
+    p = np.zeros((mp, k), x.dtype)
+    p[:m] = x
+    return np.ascontiguousarray(p.reshape(mp // MR, MR, k).transpose(0, 2, 1)).reshape(-1)
+
+
+def pack_cols_np(x, nr):
+    """``pack_cols`` of a 2-D (k x n) array, in numpy."""
+    k, n = x.shape
+    np_ = -(-n // nr) * nr
+    p = np.zeros((k, np_), x.dtype)
+    p[:, :n] = x
+    return np.ascontiguousarray(p.reshape(k, np_ // nr, nr).transpose(1, 0, 2)).reshape(-1)
+
+
+# ---- the driver ----------------------------------------------------------------------------
+
+def swapped(m, n, nr):
+    """Compute C^T = B^T A^T instead (rows and columns trade places) when that wastes
+    clearly fewer lanes (C's columns are cut in tiles of ``nr``, its rows are not padded):
+    the swapped product packs B^T and scatters its tiles, so it must win by 15%."""
+    return n * -(-m // nr) * 115 < m * -(-n // nr) * 100
+
+
+swapped_nb = njit(inline="always")(swapped)
+
+
+def blocked_scratch(m, n, k, packed_a, packed_b, nr):
+    """Scratch elements of ``blocked``: A's panels unless given, one B block unless given,
+    one edge tile."""
+    a = 0 if packed_a else -(-m // MR) * MR * k
+    b = 0 if packed_b else k * min(NCB, -(-n // nr) * nr)
+    return a + b + MR * nr
+
+
+@njit
+def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero, item):
+    """C (m x n, element strides crs, ccs) = A @ B, every element a running sum in k order
+    from zero. A, B by address and element strides, or (``pap``/``pbp`` != 0) already
+    packed as ``pack_rows`` / ``pack_cols``. B with contiguous rows is read in place (only
+    a last, partial column panel is packed). ``S``: ``blocked_scratch`` elements."""
+    nr = 64 // item
+    if m <= 0 or n <= 0:
+        return
+    C = ptr_like(pc, zero)
+    if k == 0:
+        for i in range(m):
+            for j in range(n):
+                C[i * crs + j * ccs] = zero
+        return
+    ps = np.int64(S.ctypes.data)
+    P = ptr_like(ps, zero)
+    off = 0
+    if pap == 0:
+        pack_rows(P, ptr_like(pa, zero), ars, acs, m, k, zero)
+        pap = ps
+        off = -(-m // MR) * MR * k
+    pbb = ps + off * item  # packed B: one block, or the partial last panel
+    # B's rows read in place when few row panels would reuse a packed copy
+    direct = pbp == 0 and bcs == 1 and m < 4 * MR
+    nfull = n // nr * nr
+    if direct and nfull < n:
+        pack_cols(ptr_like(pbb, zero), ptr_like(pb + nfull * item, zero), brs, 1, k, n - nfull,
+                  nr, zero)
+    if pbp == 0:
+        off += k * min(NCB, -(-n // nr) * nr)
+    tile = ps + off * item
+    T = ptr_like(tile, zero)
+    for j0 in range(0, n, NCB):
+        nb = min(NCB, n - j0)
+        if pbp == 0 and not direct:
+            pack_cols(ptr_like(pbb, zero), ptr_like(pb + j0 * bcs * item, zero), brs, bcs, k,
+                      nb, nr, zero)
+        for t0 in range(0, k, KC):
+            kc = min(KC, k - t0)
+            load = 1 if t0 > 0 else 0
+            for i0 in range(0, m, MR):
+                mr = min(MR, m - i0)
+                a = pap + (i0 * k + t0 * MR) * item
+                for jj in range(0, nb, nr):
+                    j = j0 + jj
+                    nc = min(nr, n - j)
+                    if pbp != 0:
+                        b, ldb = pbp + (j * k + t0 * nr) * item, nr
+                    elif not direct:
+                        b, ldb = pbb + (jj * k + t0 * nr) * item, nr
+                    elif nc == nr:
+                        b, ldb = pb + (t0 * brs + j) * item, brs
+                    else:
+                        b, ldb = pbb + t0 * nr * item, nr
+                    if nc == nr and ccs == 1:
+                        _mk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero)
+                        continue
+                    if load:
+                        for r in range(mr):
+                            for c in range(nc):
+                                T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
+                    _mk(mr, a, b, ldb, tile, nr, kc, load, zero)
+                    for r in range(mr):
+                        for c in range(nc):
+                            C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]
