@@ -1,6 +1,8 @@
 """The backend contract every bridge implements (spec section 6.1)."""
 from __future__ import annotations
 
+import numpy as np
+
 
 class BackendInterface:
     """Subclass, set ``id``, and register with ``delegates.register_backend``.
@@ -30,3 +32,11 @@ class BackendInterface:
 
     def destroy(self, handle) -> None:
         pass
+
+
+def payload_bytes(data) -> np.ndarray:
+    """A delegate payload (bytes, memoryview or array) as a flat uint8 array, without a copy:
+    the one view every bridge's payload reader starts from."""
+    if isinstance(data, np.ndarray):
+        return data.reshape(-1).view(np.uint8)
+    return np.frombuffer(memoryview(data), np.uint8)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from delegates.interface import payload_bytes
 
 BACKEND = "CoreMLBackend"
 REFERENCE_MAGIC = b"CMJR"
@@ -38,12 +39,6 @@ _MAX_DEPTH = 64  # directory nesting; a deeper (or cyclic) index is malformed
 
 def payload_error(msg: str, code=ErrorCode.InvalidProgram) -> ExecuTorchError:
     return ExecuTorchError(code, f"{BACKEND} payload: {msg}")
-
-
-def as_u8(data) -> np.ndarray:
-    if isinstance(data, np.ndarray):
-        return data.reshape(-1).view(np.uint8)
-    return np.frombuffer(memoryview(data), np.uint8)
 
 
 @dataclass
@@ -188,7 +183,7 @@ class Payload:
 
 def read_payload(data, named_data=None, method_name: str | None = None) -> Payload:
     """Parse a CoreMLBackend payload (a ``CMJR`` reference is resolved in ``named_data``)."""
-    buf = as_u8(data)
+    buf = payload_bytes(data)
     function_name = None
     if bytes(buf[:4]) == REFERENCE_MAGIC:
         ref = parse_reference(buf)
@@ -196,7 +191,7 @@ def read_payload(data, named_data=None, method_name: str | None = None) -> Paylo
             raise payload_error(f"CMJR reference to named data key {ref.key!r}, but the program "
                                 "has no named data")
         try:
-            buf = as_u8(named_data.get(ref.key))
+            buf = payload_bytes(named_data.get(ref.key))
         except ExecuTorchError as e:
             raise payload_error(f"CMJR reference: named data key {ref.key!r}: {e.message}",
                                 ErrorCode.NotFound) from None

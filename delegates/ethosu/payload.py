@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from delegates.interface import payload_bytes
 
 BACKEND = "EthosUBackend"
 HEADER = struct.Struct("<16sIB11s")
@@ -177,8 +178,7 @@ def _driver_header(cmd: np.ndarray) -> tuple[NpuConfig, np.ndarray]:
 
 
 def read_payload(processed, named_data=None) -> VelaProgram:
-    data = processed.reshape(-1).view(np.uint8) if isinstance(processed, np.ndarray) \
-        else np.frombuffer(memoryview(processed), np.uint8)
+    data = payload_bytes(processed)
     blocks = _blocks(data, named_data)
     config, commands = _driver_header(blocks["cmd_data"])
     sb = blocks["scratch_size"]

@@ -27,6 +27,7 @@ import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.flatbuf import Reader, read_table
+from delegates.interface import payload_bytes
 
 BACKEND = "QnnBackend"
 MAGIC = 0x5678ABCD
@@ -45,17 +46,9 @@ class Payload:
     has_header: bool
 
 
-def _as_u8(blob) -> np.ndarray:
-    if isinstance(blob, np.ndarray):
-        if blob.dtype != np.uint8 or blob.ndim != 1:
-            blob = blob.reshape(-1).view(np.uint8)
-        return blob
-    return np.frombuffer(memoryview(blob), np.uint8)
-
-
 def parse_payload(blob) -> Payload:
     """Split a delegate payload into its signature and context binary (see the module doc)."""
-    buf = _as_u8(blob)
+    buf = payload_bytes(blob)
     n = len(buf)
     if n == 0:
         raise payload_error("empty payload")
@@ -137,7 +130,7 @@ def parse_compile_specs(specs) -> QnnOptions:
             value = v
     if value is None:
         return QnnOptions()
-    buf = _as_u8(value)
+    buf = payload_bytes(value)
     r = Reader(buf, ErrorCode.InvalidProgram, f"{BACKEND} compile spec ({COMPILE_SPEC_KEY})")
     node = read_table(r.root(), "QnnExecuTorchOptions", SCHEMA)
     o = QnnOptions(online_prepare=node.online_prepare,

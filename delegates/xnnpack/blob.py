@@ -19,6 +19,7 @@ import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.flatbuf import Node, Reader, read_table
+from delegates.interface import payload_bytes
 from delegates.xnnpack.schema import XNN_SCHEMA
 
 BACKEND = "XnnpackBackend"
@@ -39,17 +40,9 @@ class XnnBlob:
     source: np.ndarray  # the whole blob, kept alive while views point into it
 
 
-def _as_u8(blob) -> np.ndarray:
-    if isinstance(blob, np.ndarray):
-        if blob.dtype != np.uint8 or blob.ndim != 1:
-            blob = blob.reshape(-1).view(np.uint8)
-        return blob
-    return np.frombuffer(memoryview(blob), np.uint8)
-
-
 def parse_blob(blob) -> XnnBlob:
     """Split and verify a delegate blob; returns the parsed graph and constant region."""
-    buf = _as_u8(blob)
+    buf = payload_bytes(blob)
     n = len(buf)
     if n < 8:
         raise blob_error(f"{n} bytes is too short")
@@ -118,7 +111,7 @@ def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
         raise ExecuTorchError(ErrorCode.NotFound,
                               f"{BACKEND}: {where}: named data {key!r} is not in the program's "
                               "named data nor in the data map passed at load (.ptd)")
-    data = _as_u8(data)
+    data = payload_bytes(data)
     if size and len(data) < size:
         raise blob_error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says "
                          f"{size}")
