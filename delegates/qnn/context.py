@@ -273,6 +273,30 @@ class SharedContext:
 
 _registry: dict = {}
 _registry_lock = threading.Lock()
+# Releases not yet counted: ``release`` runs in finalizers (``Method.__del__`` during a
+# garbage collection), possibly on a thread that already holds ``_registry_lock`` (a
+# collection inside ``acquire``); it must never wait for the lock, so it queues the
+# release and counts it when the lock is free, or leaves it to the next holder.
+_pending: list = []
+
+
+def _count_pending() -> list:
+    """Apply the queued releases (``_registry_lock`` held); the contexts left unused."""
+    dead = []
+    while _pending:
+        ctx = _pending.pop()
+        ctx.refs -= 1
+        if ctx.refs <= 0 and _registry.get(ctx.key) is ctx:
+            del _registry[ctx.key]
+            dead.append(ctx)
+    return dead
+
+
+def _free(dead: list) -> None:
+    for ctx in dead:
+        with ctx.lock:
+            ctx.graphs.clear()
+            ctx.lib.free_context(ctx.handle)
 
 
 def acquire(lib: QnnLibrary, signature: int, binary: np.ndarray, what: str,
@@ -281,6 +305,9 @@ def acquire(lib: QnnLibrary, signature: int, binary: np.ndarray, what: str,
     signature and bytes, created (binary info read, context made) otherwise."""
     digest = hashlib.blake2b(memoryview(np.ascontiguousarray(binary)), digest_size=16).digest()
     key = (id(lib), signature, len(binary), digest, soc_model)
+    with _registry_lock:
+        dead = _count_pending()
+    _free(dead)
     with _registry_lock:
         ctx = _registry.get(key)
         if ctx is None:
@@ -297,17 +324,22 @@ def acquire(lib: QnnLibrary, signature: int, binary: np.ndarray, what: str,
 
 
 def release(ctx: SharedContext) -> None:
-    with _registry_lock:
-        ctx.refs -= 1
-        if ctx.refs > 0:
-            return
-        if _registry.get(ctx.key) is ctx:
-            del _registry[ctx.key]
-    with ctx.lock:
-        ctx.graphs.clear()
-        ctx.lib.free_context(ctx.handle)
+    """Drop one user of ``ctx``; the last one frees it. Never waits for the registry (see
+    ``_pending``): a release made while another holds it is counted by that holder's next
+    ``acquire``/``release``/``live_contexts``."""
+    _pending.append(ctx)
+    if not _registry_lock.acquire(blocking=False):
+        return
+    try:
+        dead = _count_pending()
+    finally:
+        _registry_lock.release()
+    _free(dead)
 
 
 def live_contexts() -> int:
     with _registry_lock:
-        return len(_registry)
+        dead = _count_pending()
+        n = len(_registry)
+    _free(dead)
+    return n

@@ -111,6 +111,7 @@ class KernelCacheLocator(_CacheLocator):
 
     def __init__(self, py_func, py_file):
         self._lineno = py_func.__code__.co_firstlineno
+        self._py_file = py_file  # numba's warning for an uncachable function reads it
         path = Path(py_file)
         self._key = source_key(path)
         self._path = os.path.join(cache_root(), f"{path.stem}-{self._key}")

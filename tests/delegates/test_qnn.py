@@ -304,6 +304,29 @@ def test_two_methods_share_one_context_with_two_graphs():
 
 
 @needs_fixtures
+def test_release_from_a_finalizer_inside_acquire_does_not_deadlock():
+    """A garbage collection inside ``context.acquire`` (which holds the registry lock) can
+    finalize a Method whose QNN delegate then releases its context on the same thread.
+    That used to wait forever on the lock (the fuzz campaign's 'hangs'); the release is
+    now queued and counted once the lock is free."""
+    fx = Q.get_fixture("two_methods")
+    before = context.live_contexts()
+    m = pyruntime.Runtime.get().load_program(fx.pte_path).load_method("forward")
+    assert context.live_contexts() == before + 1
+    done = threading.Event()
+
+    def release_while_held():
+        with context._registry_lock:  # what acquire holds when a collection runs
+            m.destroy()  # what Method.__del__ does
+        done.set()
+
+    t = threading.Thread(target=release_while_held, daemon=True)
+    t.start()
+    t.join(20)
+    assert done.is_set(), "releasing a context while the registry lock is held blocked"
+    assert context.live_contexts() == before  # the queued release was counted
+
+@needs_fixtures
 def test_graph_is_chosen_by_method_name_and_a_wrong_name_is_an_error():
     fx = Q.get_fixture("two_methods")
     blob, specs = delegate(fx, "decode")
