@@ -54,14 +54,13 @@ class WarmupReport:
 
 def all_kernels() -> list:
     """Every kernel body a binder hands to ``nb.lazy`` in ``kernels/fast``."""
-    import kernels.fast as pkg
-    from kernels.fast import fast_names
+    from kernels.fast import fast_names, kernel_modules
 
     fast_names()  # imports every kernel module
     refs = {}
-    for f in sorted(Path(pkg.__path__[0]).glob("*.py")):
-        mod = importlib.import_module(f"kernels.fast.{f.stem}")
-        for name in _LAZY.findall(f.read_text()):
+    for modname in sorted(kernel_modules()):
+        mod = importlib.import_module(modname)
+        for name in _LAZY.findall(Path(mod.__file__).read_text()):
             fn = getattr(mod, name, None)
             if callable(fn):
                 refs[(fn.__module__, fn.__name__)] = None

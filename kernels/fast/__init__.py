@@ -58,6 +58,21 @@ def _chain(first, second):
     return binder
 
 
+def kernel_modules() -> list[str]:
+    """Every module holding binders: ``kernels.fast.*`` (typed kernels) and
+    ``kernels.fast.generic.*`` (one kernel per family for every dtype)."""
+    import kernels.fast as pkg
+    out = []
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if m.ispkg:
+            sub = importlib.import_module(f"kernels.fast.{m.name}")
+            out += [f"kernels.fast.{m.name}.{s.name}" for s in pkgutil.iter_modules(sub.__path__)
+                    if not s.name.startswith("_")]
+        elif m.name not in ("nb", "context") and not m.name.startswith("_"):
+            out.append(f"kernels.fast.{m.name}")
+    return out
+
+
 _loaded = False
 _load_lock = threading.RLock()
 
@@ -68,10 +83,8 @@ def _load_binders():
     with _load_lock:
         if _loaded:
             return
-        import kernels.fast as pkg
-        for m in pkgutil.iter_modules(pkg.__path__):
-            if m.name not in ("nb", "context") and not m.name.startswith("_"):
-                importlib.import_module(f"kernels.fast.{m.name}")
+        for name in kernel_modules():
+            importlib.import_module(name)
         _loaded = True
 
 

@@ -214,7 +214,7 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
 @njit
 def transposed_et(X, Wt, Y, g3):
     """Transposed convolution in ExecuTorch's loop order (op_convolution.cpp), over the
-    geometry of ``anynn._geom`` (3 spatial dims, leading ones of size 1): ``Y`` already holds
+    geometry of ``generic.conv._geom`` (3 spatial dims, leading ones of size 1): ``Y`` already holds
     the bias (or zeros); per output channel, every input position in row-major order, every
     input channel of its group and every kernel tap adds x * w where it lands inside Y."""
     N, C, O, g = g3[0], g3[1], g3[2], g3[3]

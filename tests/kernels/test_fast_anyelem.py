@@ -1,7 +1,7 @@
 """The generic any-dtype compiled elementwise engine against the reference kernels.
 
 Each case runs the reference kernel into a static out, then the compiled
-kernel (``kernels/fast/anyelem.py``, bound directly, not through a specialized
+kernel (``kernels/fast/generic/elementwise.py``, bound directly, not through a specialized
 binder) into a static out and into a dynamic-bound out that must shrink.
 Where the reference raises, the compiled binder must decline or its kernel fail.
 Exact ops must match bit for bit (half/bfloat16 within 1e-2); transcendental
@@ -16,8 +16,9 @@ import pytest
 
 from cython_ext import Dynamism, ETensor, ExecuTorchError, from_numpy_dtype
 from cython_ext.desc import DescTable
-from kernels.fast import anyelem as ae
 from kernels.fast.context import BindContext
+from kernels.fast.generic import unary
+from kernels.fast.nb import INVALID_ARGUMENT
 from tests.kernels.helpers import as_value, assert_close, call, static_out
 from tests.kernels.test_elementwise import BF16, dim_ordered, make
 
@@ -28,13 +29,16 @@ HALF = (np.dtype(np.float16), BF16)
 SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3.5]
 
 
+_ELEMENTWISE = {f"kernels.fast.generic.{m}" for m in ("elem_bind", "unary", "binary")}
+
+
 def _binder(name):
     """The generic binder registered for ``name`` (also where a specialized one exists)."""
     import kernels.fast as kf
     kf.get_binder("")
     # the op may also have a binder in another family (complex _conj_physical: kernels.fast.complex)
     found = [b for b in (kf._FALLBACKS.get(name), kf._BINDERS.get(name))
-             if b is not None and b.__module__ == ae.__name__]
+             if b is not None and b.__module__ in _ELEMENTWISE]
     assert found, name
     return found[0]
 
@@ -135,7 +139,7 @@ def _result_dtype(name, args, fallback):
 
 # ---- unary ---------------------------------------------------------------------------------
 
-FLOAT_UNARY = sorted(ae._FLOAT_UNARY)
+FLOAT_UNARY = sorted(unary._FLOAT_UNARY)
 EXACT_UNARY = ["ceil", "floor", "round", "trunc", "abs", "neg", "relu", "sign", "bitwise_not",
                "logical_not", "isnan", "isinf", "_conj_physical"]
 
@@ -196,7 +200,7 @@ def test_logit_and_glu_of_integers_and_odd_glu():
     run = _bind("aten::glu.out", [x, 1, out])
     assert run() == 0
     x.resize((2, 3))
-    assert run() == ae.INVALID_ARGUMENT
+    assert run() == INVALID_ARGUMENT
 
 
 # ---- binary --------------------------------------------------------------------------------
@@ -326,7 +330,7 @@ def test_integer_division_by_zero_fails_at_run_time():
     for name, args in (("aten::floor_divide.out", [a, b]), ("aten::fmod.Tensor_out", [a, b]),
                        ("aten::remainder.Tensor_out", [a, b]),
                        ("aten::div.out_mode", [a, b, "trunc"])):
-        assert _run(name, args + [static_out((3,), np.int32)]) == ae.INVALID_ARGUMENT
+        assert _run(name, args + [static_out((3,), np.int32)]) == INVALID_ARGUMENT
     # float division by zero is IEEE
     check("aten::floor_divide.out", [a.astype(np.float32), b.astype(np.float32)], np.float32)
     check("aten::remainder.Tensor_out", [a.astype(np.float64), b.astype(np.float64)],
@@ -394,9 +398,9 @@ def test_fill_tensor_checks_the_value_at_run_time():
     run = _bind("aten::fill.Tensor_out", [x, value, out])
     assert run() == 0 and out.numpy().tolist() == [[5, 5], [5, 5]]
     value.numpy()[()] = 300.0  # does not fit int8: the reference raises
-    assert run() == ae.INVALID_ARGUMENT
+    assert run() == INVALID_ARGUMENT
     value.numpy()[()] = np.nan
-    assert run() == ae.INVALID_ARGUMENT
+    assert run() == INVALID_ARGUMENT
 
 
 # ---- shapes and layouts -----------------------------------------------------------------------
@@ -453,7 +457,7 @@ def test_dynamic_inputs_rebroadcast_at_run_time():
         assert out.shape == want.shape and np.array_equal(out.numpy(), want)
     a.resize((4, 3))
     b.resize((2,))  # no longer broadcastable
-    assert run() == ae.INVALID_ARGUMENT
+    assert run() == INVALID_ARGUMENT
 
 
 def test_declines_what_the_reference_refuses():

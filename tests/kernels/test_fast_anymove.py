@@ -1,4 +1,5 @@
-"""Compiled any-dtype data movement and creation (kernels/fast/anymove.py) against the reference."""
+"""Compiled any-dtype data movement and creation (kernels/fast/generic/copy_shape.py,
+creation.py) against the reference."""
 from __future__ import annotations
 
 import ctypes

@@ -1,4 +1,5 @@
-"""Compiled any-dtype reductions and scans (kernels/fast/anyreduce.py) against the reference.
+"""Compiled any-dtype reductions and scans (kernels/fast/generic/: reduce.py, var.py,
+cumsum.py, softmax.py) against the reference.
 
 The reference kernels (kernels/reduce.py, kernels/softmax.py; tested against torch)
 are the oracle. Results must be BIT-identical (raw bytes, so -0.0 and NaN payload

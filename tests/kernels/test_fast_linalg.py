@@ -99,7 +99,8 @@ def test_linear(in_shape, bias, dtype):
 
 def test_declines_and_errors():
     a32, b32 = _rand((2, 3), np.float32), _rand((3, 4), np.float32)
-    # other dtypes and mixed dtypes are declined by the typed kernel (kernels/fast/anynn.py takes them)
+    # other dtypes and mixed dtypes are declined by the typed kernel (kernels/fast/generic/
+    # linalg.py takes them)
     assert call_fast("aten::mm.out", a32.astype(np.int32), b32.astype(np.int32),
                      static_out((2, 4), np.int32), typed=True) is None
     assert call_fast("aten::mm.out", a32.astype(np.float16), b32.astype(np.float16),

@@ -1,0 +1,150 @@
+"""The strided copy engine shared by the data-movement kernels: drops size-1 dims, merges
+dims contiguous on both sides, copies contiguous runs in a flat loop and transposes in
+cache-sized tiles. Its state lives in a ``SCRATCH_WORDS``-word buffer owned by the
+instruction (sizes, source and destination strides, counters), so nothing allocates.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit
+
+from kernels.fast.nb import ptr_like
+
+
+SCRATCH_WORDS = 128
+# scratch layout: iteration sizes, source strides, destination strides, counter, out sizes
+W_SZ, W_SS, W_DS, W_IX, W_OUT = 0, 16, 32, 48, 64
+TILE = 32
+
+
+# ---- the strided copy engine ------------------------------------------------------
+
+@njit(inline="always")
+def scratch(addr):
+    return carray(ptr_like(addr, np.int64(0)), SCRATCH_WORDS)
+
+
+@njit
+def simplify(w, nd):
+    """Drop size-1 dims and merge dims contiguous on both sides; -1 when empty."""
+    for i in range(nd):
+        if w[W_SZ + i] == 0:
+            return -1
+    k = 0
+    for i in range(nd):
+        s = w[W_SZ + i]
+        if s == 1:
+            continue
+        a = w[W_SS + i]
+        b = w[W_DS + i]
+        if k > 0 and w[W_SS + k - 1] == a * s and w[W_DS + k - 1] == b * s:
+            w[W_SZ + k - 1] *= s
+            w[W_SS + k - 1] = a
+            w[W_DS + k - 1] = b
+        else:
+            w[W_SZ + k] = s
+            w[W_SS + k] = a
+            w[W_DS + k] = b
+            k += 1
+    return k
+
+
+@njit(inline="always")
+def _swap(w, i, j):
+    for base in (W_SZ, W_SS, W_DS):
+        t = w[base + i]
+        w[base + i] = w[base + j]
+        w[base + j] = t
+
+
+@njit
+def _copy_typed(sp, dp, w, nd, m):
+    src = ptr_like(sp, m)
+    dst = ptr_like(dp, m)
+    if nd == 0:
+        dst[0] = src[0]
+        return
+    last = nd - 1
+    n = w[W_SZ + last]
+    si = w[W_SS + last]
+    di = w[W_DS + last]
+    # A transpose: the inner dim is unit-stride on one side only and another dim is
+    # unit-stride on the other side; those two dims are copied in TILE x TILE tiles.
+    tile = -1
+    if nd >= 2 and (si == 1) != (di == 1):
+        other = W_SS if di == 1 else W_DS
+        for i in range(last - 1, -1, -1):
+            if w[other + i] == 1:
+                tile = i
+                break
+    no = last
+    if tile >= 0:
+        _swap(w, tile, last - 1)
+        no = last - 1
+    rn = w[W_SZ + no] if tile >= 0 else 1
+    rs = w[W_SS + no] if tile >= 0 else 0
+    rd = w[W_DS + no] if tile >= 0 else 0
+    outer = 1
+    for i in range(no):
+        w[W_IX + i] = 0
+        outer *= w[W_SZ + i]
+    so = 0
+    do = 0
+    for _ in range(outer):
+        if tile >= 0:
+            for r0 in range(0, rn, TILE):
+                r1 = min(r0 + TILE, rn)
+                for c0 in range(0, n, TILE):
+                    c1 = min(c0 + TILE, n)
+                    for r in range(r0, r1):
+                        s0 = so + r * rs
+                        d0 = do + r * rd
+                        for c in range(c0, c1):
+                            dst[d0 + c * di] = src[s0 + c * si]
+        elif si == 1 and di == 1:
+            for c in range(n):
+                dst[do + c] = src[so + c]
+        elif si == 0:
+            v = src[so]
+            for c in range(n):
+                dst[do + c * di] = v
+        else:
+            for c in range(n):
+                dst[do + c * di] = src[so + c * si]
+        for i in range(no - 1, -1, -1):  # advance the N-d counter over the outer dims
+            w[W_IX + i] += 1
+            so += w[W_SS + i]
+            do += w[W_DS + i]
+            if w[W_IX + i] < w[W_SZ + i]:
+                break
+            so -= w[W_SS + i] * w[W_SZ + i]
+            do -= w[W_DS + i] * w[W_SZ + i]
+            w[W_IX + i] = 0
+
+
+@njit
+def copy_simplified(sp, dp, w, nd, es):
+    """Copy a simplified iteration space (``simplify``'s result) of ``es``-byte elements."""
+    if nd < 0:
+        return
+    if es == 4:
+        _copy_typed(sp, dp, w, nd, np.uint32(0))
+    elif es == 8:
+        _copy_typed(sp, dp, w, nd, np.uint64(0))
+    elif es == 2:
+        _copy_typed(sp, dp, w, nd, np.uint16(0))
+    else:
+        _copy_typed(sp, dp, w, nd, np.uint8(0))
+
+
+@njit
+def copy_nd(sp, dp, w, nd, es):
+    """Copy ``w[W_SZ:]`` sizes from byte address ``sp`` (strides ``w[W_SS:]``, elements)
+    to ``dp`` (strides ``w[W_DS:]``)."""
+    copy_simplified(sp, dp, w, simplify(w, nd), es)
+
+
+@njit(inline="always")
+def _dst_strides(w, o, nd):
+    for i in range(nd):
+        w[W_DS + i] = o[24 + i]

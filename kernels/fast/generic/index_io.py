@@ -1,0 +1,181 @@
+"""Indexing kernels, shared part: dtype lists, moving elements and strided blocks of
+any dtype, and row walks.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from numba import njit
+
+from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_IX, W_SS, W_SZ, copy_simplified,
+                                      simplify)
+from kernels.fast.nb import (ST_F16, ST_F32, ST_F64, bf16_to_f64, elem_size, f64_to_bf16,
+                             f64_to_half, half_to_f64, is_float_st, load_f64, load_i64, ptr_like,
+                             store_f64, store_i64)
+
+
+BOOL, U8 = np.dtype(np.bool_), np.dtype(np.uint8)
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+ALL = (BOOL, U8, np.dtype(np.int8), np.dtype(np.int16), I32, I64, F16, BF16, F32, F64)
+FLOATS = (F16, BF16, F32, F64)
+INDEX = (I64, I32)
+MASK = (BOOL, U8)
+E = SCRATCH_WORDS  # this file's scratch words start after the copy engine's
+BIG = 1 << 62
+
+
+# ---- elements and strided blocks of any dtype ---------------------------------------
+
+@njit
+def _move(sp, sst, si, dp, dst, di):
+    """dst[di] = src[si], converting as a C++ static_cast (bits copied when types agree)."""
+    if sst == dst:
+        es = elem_size(sst)
+        if es == 4:
+            ptr_like(dp, np.uint32(0))[di] = ptr_like(sp, np.uint32(0))[si]
+        elif es == 8:
+            ptr_like(dp, np.uint64(0))[di] = ptr_like(sp, np.uint64(0))[si]
+        elif es == 2:
+            ptr_like(dp, np.uint16(0))[di] = ptr_like(sp, np.uint16(0))[si]
+        else:
+            ptr_like(dp, np.uint8(0))[di] = ptr_like(sp, np.uint8(0))[si]
+    elif is_float_st(sst):
+        store_f64(dp, dst, di, load_f64(sp, sst, si))
+    else:
+        store_i64(dp, dst, di, load_i64(sp, sst, si))
+
+
+@njit(inline="always")
+def _round_to(st, v):
+    """float64 ``v`` rounded to float type ``st`` (and back, exactly)."""
+    if st == ST_F32:
+        return np.float64(np.float32(v))
+    if st == ST_F16:
+        return half_to_f64(f64_to_half(v))
+    if st == ST_F64:
+        return v
+    return bf16_to_f64(f64_to_bf16(v))
+
+
+@njit
+def _add(sp, sst, si, dp, dst, di):
+    """dst[di] += src[si] in dst's type, src cast to it first (numpy ``add.at`` after astype)."""
+    if is_float_st(dst):
+        store_f64(dp, dst, di, load_f64(dp, dst, di) + _round_to(dst, load_f64(sp, sst, si)))
+    elif dst == 11:  # bool: logical or
+        b = load_f64(sp, sst, si) != 0.0 if is_float_st(sst) else load_i64(sp, sst, si) != 0
+        store_i64(dp, dst, di, np.int64(load_i64(dp, dst, di) != 0 or b))
+    else:
+        store_i64(dp, dst, di, load_i64(dp, dst, di) + load_i64(sp, sst, si))
+
+
+@njit
+def _xfer(sp, sst, dp, dst, w, nr, acc):
+    """Copy (``acc`` 0) or accumulate (1) a space simplified by ``simplify`` (sizes and
+    element strides in the copy engine's words of ``w``) from ``sp`` to ``dp``."""
+    if nr < 0:
+        return
+    if acc == 0 and sst == dst:
+        copy_simplified(sp, dp, w, nr, elem_size(sst))
+        return
+    if nr == 0:
+        if acc == 0:
+            _move(sp, sst, 0, dp, dst, 0)
+        else:
+            _add(sp, sst, 0, dp, dst, 0)
+        return
+    last = nr - 1
+    n = w[W_SZ + last]
+    si = w[W_SS + last]
+    di = w[W_DS + last]
+    outer = 1
+    for i in range(last):
+        w[W_IX + i] = 0
+        outer *= w[W_SZ + i]
+    so = 0
+    do = 0
+    for _ in range(outer):
+        if acc == 0:
+            for c in range(n):
+                _move(sp, sst, so + c * si, dp, dst, do + c * di)
+        else:
+            for c in range(n):
+                _add(sp, sst, so + c * si, dp, dst, do + c * di)
+        for i in range(last - 1, -1, -1):
+            w[W_IX + i] += 1
+            so += w[W_SS + i]
+            do += w[W_DS + i]
+            if w[W_IX + i] < w[W_SZ + i]:
+                break
+            so -= w[W_SS + i] * w[W_SZ + i]
+            do -= w[W_DS + i] * w[W_SZ + i]
+            w[W_IX + i] = 0
+
+
+@njit
+def _copy_all(a, o, w):
+    """o = a, same sizes, any dim orders and (convertible) dtypes."""
+    nd = a[2]
+    for i in range(nd):
+        w[W_SZ + i] = a[8 + i]
+        w[W_SS + i] = a[24 + i]
+        w[W_DS + i] = o[24 + i]
+    _xfer(a[0], a[1], o[0], o[1], w, simplify(w, nd), 0)
+
+
+@njit(inline="always")
+def _index_at(ix, k):
+    return load_i64(ix[0], ix[1], k)
+
+
+# Row walks (gather/scatter, masks, top-k): scratch words E sizes, E+16/E+32/E+48 three
+# stride sets, E+64 counter, R_OFF.. the three offsets of the current row.
+R_OFF = E + 80
+
+
+@njit
+def _rows(w, nd):
+    """Start a walk over the sizes at E (rank ``nd``) by rows of the last dim (a rank-0
+    space is one row of one element); returns (rows, row length)."""
+    if nd == 0:
+        w[E] = 1
+        w[E + 16] = 0
+        w[E + 32] = 0
+        w[E + 48] = 0
+        nd = 1
+    n = 1
+    for i in range(nd):
+        w[E + 64 + i] = 0
+        n *= w[E + i]
+    w[R_OFF] = 0
+    w[R_OFF + 1] = 0
+    w[R_OFF + 2] = 0
+    ln = w[E + nd - 1]
+    return (n // ln if ln > 0 else 0), ln
+
+
+@njit
+def _next_row(w, outer):
+    """Advance the counter over dims [0, outer) and the three row offsets with it."""
+    for i in range(outer - 1, -1, -1):
+        w[E + 64 + i] += 1
+        w[R_OFF] += w[E + 16 + i]
+        w[R_OFF + 1] += w[E + 32 + i]
+        w[R_OFF + 2] += w[E + 48 + i]
+        if w[E + 64 + i] < w[E + i]:
+            return
+        w[R_OFF] -= w[E + 16 + i] * w[E + i]
+        w[R_OFF + 1] -= w[E + 32 + i] * w[E + i]
+        w[R_OFF + 2] -= w[E + 48 + i] * w[E + i]
+        w[E + 64 + i] = 0
+
+
+@njit(inline="always")
+def _clamp(i, n):
+    if i < 0:
+        i += n
+        if i < 0:
+            i = 0
+    return n if i > n else i

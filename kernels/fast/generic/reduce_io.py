@@ -1,0 +1,223 @@
+"""Reduction kernels, shared part: op codes, scratch layout, typed element access and
+chunked load/store runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
+                             ST_I8, ST_U8, bf16_to_f64, f64_to_bf16, f64_to_half, f64_to_int,
+                             half_to_f64, load_f64, load_i64, ptr_like, store_f64, store_i64)
+
+
+SUPPORTED = (ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F16, ST_F32, ST_F64, ST_BOOL, ST_BF16)
+FLOAT_ST = (ST_F16, ST_BF16, ST_F32, ST_F64)
+
+# reduction op codes
+R_SUM, R_MEAN, R_PROD, R_ANY, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_MAXDIM, R_MINDIM = range(10)
+# accumulation types
+A_F32, A_F64, A_I64 = 0, 1, 2
+# flags
+F_MEM = 1  # visit the reduced elements in memory order (prod), else logical order
+F_NONEMPTY = 2  # an empty reduced extent is an error (min/max-style ops)
+
+# scratch words
+W_OSZ = 0  # out sizes
+W_KN = 16  # kept dims: sizes (logical order)
+W_KX = 32  # kept dims: x strides
+W_KO = 48  # kept dims: out strides
+W_KO2 = 64  # kept dims: second out's strides
+W_KC = 80  # kept dims: counter
+W_RN = 96  # reduced dims (size != 1, visiting order, merged): sizes
+W_RX = 112  # reduced dims: x strides
+W_RC = 128  # reduced dims: counter
+W_WORDS = 144
+CH = 256  # elements converted per chunk (a typed buffer after the plan words)
+RED_WORDS = W_WORDS + CH
+U = np.uint64  # unsigned buffer indices: no negative-index wraparound code in hot loops
+PW_FRAMES = 64  # var: pairwise-summation stack (3 words a frame, then one float64 a frame)
+VAR_WORDS = W_WORDS + 4 * PW_FRAMES
+
+
+# ---- typed element access ------------------------------------------------------------------
+# Single-element loads/stores (var, per-slot results) are called, not inlined: numba-level
+# inlining of the dtype switch at every call site made compiling take minutes. Beware
+# chaining numba-level inlines: an ``@overload(inline="always")`` result passed straight
+# into nb's ``inline="always"`` store_i64 compiled to a loop that stored nothing
+# (numba 0.68, with a "variable not in scope" NumbaIRAssumptionWarning).
+
+@njit
+def _g32(addr, st, i):
+    """Element i as float32 the way numpy's astype(float32) converts it (one rounding)."""
+    if st == ST_F64 or st == ST_F16 or st == ST_BF16:
+        return np.float32(load_f64(addr, st, i))
+    return np.float32(load_i64(addr, st, i))
+
+
+@njit
+def _g64(addr, st, i):
+    return load_f64(addr, st, i)
+
+
+@njit
+def _gi(addr, st, i):
+    return load_i64(addr, st, i)
+
+
+@njit
+def _put_f(addr, st, i, v):
+    store_f64(addr, st, i, v)
+
+
+@njit
+def _put_i(addr, st, i, v):
+    store_i64(addr, st, i, v)
+
+
+def ld(addr, st, i, m):
+    """Element ``i`` converted to ``m``'s type (numba only)."""
+    raise NotImplementedError
+
+
+@overload(ld)
+def _ld(addr, st, i, m):
+    if m == types.float32:
+        def impl(addr, st, i, m):
+            if st == ST_F32:
+                return ptr_like(addr, np.float32(0))[i]
+            return _g32(addr, st, i)
+        return impl
+    if m == types.float64:
+        def impl(addr, st, i, m):
+            if st == ST_F64:
+                return ptr_like(addr, np.float64(0))[i]
+            return _g64(addr, st, i)
+        return impl
+    if m == types.int64:
+        def impl(addr, st, i, m):
+            if st == ST_I64:
+                return ptr_like(addr, np.int64(0))[i]
+            return _gi(addr, st, i)
+        return impl
+    return None
+
+
+def st_acc(addr, st, i, v):
+    """Store a float (through float64) or an integer (through int64) value (numba only)."""
+    raise NotImplementedError
+
+
+@overload(st_acc)
+def _st_acc(addr, st, i, v):
+    if isinstance(v, types.Integer):
+        return lambda addr, st, i, v: _put_i(addr, st, i, np.int64(v))
+    return lambda addr, st, i, v: _put_f(addr, st, i, np.float64(v))
+
+
+def cvt(v, m):
+    """``v`` converted to ``m``'s type as numpy's astype does (floats to int64 truncate;
+    NaN and out-of-range give 0) (numba only)."""
+    raise NotImplementedError
+
+
+@overload(cvt)
+def _cvt(v, m):
+    if m == types.float32:
+        return lambda v, m: np.float32(v)
+    if m == types.float64:
+        return lambda v, m: np.float64(v)
+    if m == types.int64 and isinstance(v, types.Float):
+        return lambda v, m: f64_to_int(np.float64(v))
+    if m == types.int64:
+        return lambda v, m: np.int64(v)
+    return None
+
+
+@njit
+def load_run(addr, st, off, step, n, buf):
+    """buf[:n] = elements off, off+step, ... converted to buf's type: one dtype switch per
+    run, then a typed loop."""
+    m = buf[0]
+    if st == ST_F32:
+        p = ptr_like(addr, np.float32(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_F64:
+        p = ptr_like(addr, np.float64(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_I64:
+        p = ptr_like(addr, np.int64(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_I32:
+        p = ptr_like(addr, np.int32(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_I16:
+        p = ptr_like(addr, np.int16(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_I8:
+        p = ptr_like(addr, np.int8(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_U8 or st == ST_BOOL:
+        p = ptr_like(addr, np.uint8(0))
+        for i in range(n):
+            buf[U(i)] = cvt(p[off + i * step], m)
+    elif st == ST_BF16:
+        p = ptr_like(addr, np.uint16(0))
+        for i in range(n):
+            buf[U(i)] = cvt(bf16_to_f64(np.int64(p[off + i * step])), m)
+    else:
+        p = ptr_like(addr, np.uint16(0))
+        for i in range(n):
+            buf[U(i)] = cvt(half_to_f64(np.int64(p[off + i * step])), m)
+
+
+@njit
+def store_run(addr, st, off, step, n, buf):
+    """Elements off, off+step, ... = buf[:n] converted to scalar type ``st`` (C++ casts)."""
+    if st == ST_F32:
+        p = ptr_like(addr, np.float32(0))
+        for i in range(n):
+            p[off + i * step] = np.float32(buf[U(i)])
+    elif st == ST_F64:
+        p = ptr_like(addr, np.float64(0))
+        for i in range(n):
+            p[off + i * step] = np.float64(buf[U(i)])
+    elif st == ST_BOOL:
+        p = ptr_like(addr, np.uint8(0))
+        for i in range(n):
+            p[off + i * step] = np.uint8(buf[U(i)] != 0)
+    elif st == ST_F16:
+        p = ptr_like(addr, np.uint16(0))
+        for i in range(n):
+            p[off + i * step] = np.uint16(f64_to_half(np.float64(buf[U(i)])))
+    elif st == ST_BF16:
+        p = ptr_like(addr, np.uint16(0))
+        for i in range(n):
+            p[off + i * step] = np.uint16(f64_to_bf16(np.float64(buf[U(i)])))
+    elif st == ST_I64:
+        p = ptr_like(addr, np.int64(0))
+        for i in range(n):
+            p[off + i * step] = cvt(buf[U(i)], np.int64(0))
+    elif st == ST_I32:  # integers wrap, as C++ casts do
+        p = ptr_like(addr, np.int32(0))
+        for i in range(n):
+            p[off + i * step] = np.int32(cvt(buf[U(i)], np.int64(0)))
+    elif st == ST_I16:
+        p = ptr_like(addr, np.int16(0))
+        for i in range(n):
+            p[off + i * step] = np.int16(cvt(buf[U(i)], np.int64(0)))
+    elif st == ST_I8:
+        p = ptr_like(addr, np.int8(0))
+        for i in range(n):
+            p[off + i * step] = np.int8(cvt(buf[U(i)], np.int64(0)))
+    else:
+        p = ptr_like(addr, np.uint8(0))
+        for i in range(n):
+            p[off + i * step] = np.uint8(cvt(buf[U(i)], np.int64(0)) & 0xFF)
