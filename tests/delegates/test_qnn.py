@@ -544,6 +544,28 @@ print(json.dumps(seen))
                                   "DelegateInvalidCompatibility", "Internal", "InvalidState"}
 
 
+@needs_fixtures
+def test_a_binary_refused_in_verification_is_never_parsed_here(monkeypatch):
+    """On some corrupt binaries QnnSystemContext_getBinaryInfo returns uninitialized
+    memory and a later free corrupts the heap (the fuzz campaign: refused in the child,
+    ``free(): invalid pointer`` in the parent). So the child's refusal is the answer: this
+    process never hands such a binary to QNN."""
+    fx = Q.get_fixture("mlp_int8")
+    blob, specs = delegate(fx)
+    bb = bytearray(parse_payload(blob).binary)
+    bb[:64] = bytes(range(64))  # the binary's header: QNN refuses it
+    b = QnnBackend()
+    b.set_option("verify", True)
+
+    def parsed_here(*a, **k):
+        raise AssertionError("the binary was parsed in this process")
+
+    monkeypatch.setattr(context, "read_binary_info", parsed_here)
+    with pytest.raises(ExecuTorchError) as e:
+        b.init(_payload(bytes(bb), signature=77), specs, None)
+    assert "QnnBackend" in e.value.message and "parsed in this process" not in str(e.value)
+
+
 def test_backend_options():
     b = QnnBackend()
     assert b.get_option("verify") is False
