@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+os.environ.setdefault("PYRUNTIME_COMPILE", "sync")  # time compiled kernels: compile at load
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 

@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("PYRUNTIME_COMPILE", "sync")  # time compiled kernels: compile at load
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 

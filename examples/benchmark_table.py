@@ -15,6 +15,8 @@ import platform
 import sys
 from pathlib import Path
 
+os.environ.setdefault("PYRUNTIME_COMPILE", "sync")  # time compiled kernels: compile at load
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 

@@ -16,6 +16,8 @@ changes at run time syncs its record around the call.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from cython_ext._loop import Loop
@@ -24,7 +26,8 @@ from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
 from kernels.fast import dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
-from pyruntime.progress import CompileNotice
+from kernels.fast.jit import KernelNotReady, is_ready
+from pyruntime.progress import CompileNotice, background_notice
 from pyruntime.values import ListRef
 
 KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
@@ -83,11 +86,18 @@ class FastPlan:
         self.compiled = 0
         self.kernels = {}  # pc -> (fn, block) addresses the loop calls (event tracers)
         self.explain = {}  # pc -> explain(status) of a compiled delegate call
+        self.dynamic = dynamic
+        # pc -> kernel body not compiled yet (background compile mode, ``kernels.fast.jit``):
+        # the instruction runs on the reference kernel until ``poll`` binds it
+        self.pending: dict = {}
+        self._next_poll = 0.0
         # kernels not in the on-disk cache compile here: say so when it takes a while
         with CompileNotice(f"method {method.name!r}", len(self.flat)) as notice:
             for pc, (c, n, ins) in enumerate(self.flat):
                 notice.step(pc)
                 self._setup(pc, c, n, ins, values, dynamic)
+        if self.pending:
+            self._request()
 
     def _setup(self, pc, c, n, ins, values, dynamic):
         kind, fn, args, nargs, lists, name, src_pc = ins
@@ -95,11 +105,8 @@ class FastPlan:
         self._scalar_sync(ins, values)
         if pc in self.folded:
             self.loop.set_nop(pc)
-        elif kind == KERNEL and not self._reads_dataless(ins, values) and \
-                self._bind(pc, c, ins, values, dynamic):
-            self.compiled += 1
-        elif kind == DELEGATE and self._bind_delegate(pc, c, ins, values, dynamic):
-            self.compiled += 1
+        elif kind in (KERNEL, DELEGATE):
+            self._compile(pc)
         elif kind == JUMP_FALSE and args <= n:
             cond = values[fn]
             if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
@@ -107,6 +114,48 @@ class FastPlan:
                 self.loop.set_jump_false_tensor(pc, self.table.addr(fn), self.offsets[c] + args)
             elif isinstance(cond, bool):
                 self.loop.set_jump_false_tensor(pc, self._bool_desc(fn), self.offsets[c] + args)
+
+    def _compile(self, pc) -> bool:
+        """Bind instruction ``pc`` to a compiled kernel if it has one; False leaves it on the
+        reference kernel (for good, or until ``poll`` finds its kernel compiled)."""
+        c, n, ins = self.flat[pc]
+        values, dynamic = self.m.values, self.dynamic
+        try:
+            if ins[0] == KERNEL:
+                ok = not self._reads_dataless(ins, values) and \
+                    self._bind(pc, c, ins, values, dynamic)
+            else:
+                ok = self._bind_delegate(pc, c, ins, values, dynamic)
+        except KernelNotReady as e:
+            self.pending[pc] = e.fn
+            return False
+        self.pending.pop(pc, None)
+        if ok:
+            self.compiled += 1
+        return ok
+
+    def _request(self):
+        from pyruntime.warmup import compile_detached
+
+        refs = list(dict.fromkeys((f.__module__, f.__name__) for f in self.pending.values()))
+        if compile_detached(refs):
+            background_notice(len(refs), self.m.name)
+
+    def poll(self, wait: float = 0.0) -> int:
+        """Bind the deferred instructions whose kernels the cache now holds (up to ``wait``
+        seconds for all of them); the number still waiting."""
+        deadline = time.monotonic() + wait
+        while True:
+            for pc, fn in list(self.pending.items()):
+                if is_ready(fn):
+                    self._compile(pc)
+            if not self.pending or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        if self.pending:
+            self._request()  # a kernel another binder asked for once the first was ready
+        self._next_poll = time.monotonic() + 1.0
+        return len(self.pending)
 
     # ---- scalar records ----------------------------------------------------------------
     def rec_addr(self, j: int) -> int:
@@ -394,6 +443,8 @@ class FastPlan:
 
     # ---- run ------------------------------------------------------------------------
     def run(self) -> None:
+        if self.pending and time.monotonic() >= self._next_poll:
+            self.poll()
         status = self.loop.run(self._callback, self.m.max_instructions)
         if status == 0:
             return

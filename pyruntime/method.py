@@ -211,6 +211,28 @@ class Method:
     def method_meta(self):
         return self.program.metadata(self.name)
 
+    @property
+    def pending_kernels(self) -> int:
+        """Fast tier, background compile mode: instructions still on the reference kernel
+        because their compiled kernel is not in the cache yet (0 once all are bound)."""
+        return len(self._fast.pending) if self._fast is not None else 0
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: as long as it takes) for the kernels a
+        background process compiles for this method, binding each as it arrives; True when
+        none is left. Executes bind them too, without waiting (at most once a second).
+
+        >>> # m = program.load_method("forward")   # a fresh machine: runs at once, slower
+        >>> # m.wait_compiled(600)                 # then at full speed
+        """
+        if self._fast is None or not self._fast.pending:
+            return True
+        self._acquire()
+        try:
+            return self._fast.poll(1e9 if timeout is None else timeout) == 0
+        finally:
+            self._lock.release()
+
     # ---- inputs ----------------------------------------------------------------
     def set_input(self, value, index: int) -> None:
         """Bind one input (copied into planned memory, aliased when unplanned)."""

@@ -5,7 +5,9 @@ takes milliseconds. A user who waits should see why: ``CompileNotice`` wraps a
 fast-tier load and, once Numba has been compiling for more than a second, draws
 one line on stderr (the instruction being bound, the function being compiled,
 the time so far) and ends with a summary line. Loads served by the cache print
-nothing. ``Bar`` is the progress bar of ``pyruntime warmup``.
+nothing. ``Bar`` is the progress bar of ``pyruntime warmup``. In background compile
+mode (the default) nothing compiles during a load: ``background_notice`` says once per
+process which kernels a background process is compiling.
 
 Shown on a terminal; ``PYRUNTIME_PROGRESS=1`` shows it anywhere (one line per
 update instead of a redrawn one), ``PYRUNTIME_PROGRESS=0`` never.
@@ -28,6 +30,29 @@ def enabled(stream) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+_noticed = False
+
+
+def background_notice(n: int, method: str, stream=None) -> None:
+    """One line, once per process: kernels compile in the background meanwhile. Shown
+    unless ``PYRUNTIME_PROGRESS=0`` (on a terminal or not: it explains slow first runs)."""
+    global _noticed
+    stream = stream if stream is not None else sys.stderr
+    flag = os.environ.get("PYRUNTIME_PROGRESS", "").strip().lower()
+    if _noticed or flag in ("0", "no", "off", "false"):
+        return
+    _noticed = True
+    try:
+        stream.write(f"pyruntime: {n} compiled kernel(s) for method {method!r} are not in this "
+                     "machine's cache yet; a background process compiles them (about a minute "
+                     "each) and their instructions run on the reference kernels until then. "
+                     "`python -m pyruntime warmup MODEL.pte` compiles ahead of use; "
+                     "PYRUNTIME_COMPILE=sync compiles at load.\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _clock(s: float) -> str:

@@ -53,7 +53,7 @@ class WarmupReport:
 
 
 def all_kernels() -> list:
-    """Every kernel body a binder hands to ``nb.lazy`` in ``kernels/fast``."""
+    """Every kernel body a binder hands to ``lazy`` in ``kernels/fast``."""
     from kernels.fast import fast_names, kernel_modules
 
     fast_names()  # imports every kernel module
@@ -69,14 +69,14 @@ def all_kernels() -> list:
 
 @contextmanager
 def _recording():
-    """Loads under this bind every instruction without compiling: ``nb.lazy`` records
+    """Loads under this bind every instruction without compiling: ``jit.lazy`` records
     the kernel and hands back a stub (a ctypes callback returning NotSupported). Kernels
     this process already holds are recorded too (the table of compiled ones is emptied
     for the duration, then put back as it was)."""
-    from kernels.fast import nb
+    from kernels.fast import jit
 
     seen = {}
-    real, compiled_before = nb.compile_kernel, dict(nb._COMPILED)
+    real, compiled_before, mode = jit.compile_kernel, dict(jit._COMPILED), jit._mode
 
     class Stub:
         address = ctypes.cast(_STUB, ctypes.c_void_p).value
@@ -85,14 +85,16 @@ def _recording():
         seen[(py_fn.__module__, py_fn.__name__)] = None
         return Stub()
 
-    nb.compile_kernel = record
-    nb._COMPILED.clear()
+    jit.compile_kernel = record
+    jit.set_compile_mode("sync")  # every kernel goes through compile_kernel: recorded
+    jit._COMPILED.clear()
     try:
         yield seen
     finally:
-        nb.compile_kernel = real
-        nb._COMPILED.clear()
-        nb._COMPILED.update(compiled_before)
+        jit.compile_kernel = real
+        jit.set_compile_mode(mode)
+        jit._COMPILED.clear()
+        jit._COMPILED.update(compiled_before)
 
 
 def program_kernels(path, methods=None) -> list:
@@ -114,13 +116,62 @@ def _size(ref) -> int:
 
 
 def _compile(ref):
-    """Worker: compile (or load from the cache) one kernel; (ref, compiled?, wall s, CPU s)."""
-    from kernels.fast import nb
+    """Worker: compile (or load from the cache) one kernel; (ref, compiled?, wall s, CPU s).
+    One process at a time compiles a given kernel (a lock file per kernel in the cache):
+    another that asks for it meanwhile waits, then loads what the first one saved."""
+    from kernels.fast import jit
 
+    jit.set_compile_mode("sync")
     fn = getattr(importlib.import_module(ref[0]), ref[1])
     t, c0 = time.perf_counter(), time.process_time()
-    c = nb.lazy(fn)
+    with _kernel_lock(ref):
+        c = jit.lazy(fn)
     return ref, c._cache_hits == 0, time.perf_counter() - t, time.process_time() - c0
+
+
+@contextmanager
+def _kernel_lock(ref):
+    from kernels.fast._cache import cache_root
+
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): two processes may compile the same kernel
+        yield
+        return
+    d = os.path.join(cache_root(), "locks")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"{ref[0]}.{ref[1]}.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_requested: set = set()
+
+
+def compile_detached(refs) -> bool:
+    """Compile ``refs`` into the cache in a background process that outlives this one
+    (``python -m pyruntime.warmup MODULE:NAME ...``); refs asked for before in this
+    process are not asked again. True if a process was started."""
+    import subprocess
+
+    todo = [r for r in refs if r not in _requested]
+    if not todo:
+        return False
+    _requested.update(todo)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    jobs = max(1, (os.cpu_count() or 2) // 2)  # leave the program half the cores
+    try:
+        subprocess.Popen([sys.executable, "-m", "pyruntime.warmup", "--jobs", str(jobs)]
+                         + [f"{m}:{n}" for m, n in todo], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    except OSError:
+        _requested.difference_update(todo)
+        return False
+    return True
 
 
 def compile_kernels(refs, jobs=None, bar=None) -> WarmupReport:
@@ -182,16 +233,23 @@ def warmup(paths=(), all_kernels_: bool = False, jobs=None, stream=None,
     rep = compile_kernels(list(refs), jobs, bar)
     rep.failed = failed + rep.failed
     # the last word: a real load of each program compiles whatever the recording missed
+    from kernels.fast import jit
     from pyruntime.runtime import Runtime
-    for p in paths:
-        if any(str(p) == f for f, _ in failed):
-            continue
-        try:
-            prog = Runtime.get().load_program(p)
-            for name in prog.method_names:
-                prog.load_method(name, tier="fast")
-        except Exception as e:  # noqa: BLE001
-            rep.failed.append((str(p), f"{type(e).__name__}: {e}"))
+
+    mode = jit._mode
+    jit.set_compile_mode("sync")
+    try:
+        for p in paths:
+            if any(str(p) == f for f, _ in failed):
+                continue
+            try:
+                prog = Runtime.get().load_program(p)
+                for name in prog.method_names:
+                    prog.load_method(name, tier="fast")
+            except Exception as e:  # noqa: BLE001
+                rep.failed.append((str(p), f"{type(e).__name__}: {e}"))
+    finally:
+        jit.set_compile_mode(mode)
     rep.seconds = time.perf_counter() - t0
     bar.close()
     return rep
@@ -223,3 +281,17 @@ def cli(args) -> int:
         print(f"  FAILED {what if isinstance(what, str) else '.'.join(what)}: {msg}",
               file=sys.stderr)
     return 1 if rep.failed else 0
+
+
+def _main(argv) -> int:
+    """The background compiler ``compile_detached`` starts: MODULE:NAME kernel refs."""
+    jobs = 1
+    if argv[:1] == ["--jobs"]:
+        jobs, argv = int(argv[1]), argv[2:]
+    refs = [tuple(a.split(":", 1)) for a in argv]
+    rep = compile_kernels(refs, jobs)
+    return 1 if rep.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -78,17 +78,17 @@ def test_load_method_without_a_tier_runs_compiled_kernels():
 def test_program_kernels_are_found_without_compiling():
     from numba.core import event
 
-    from kernels.fast import nb
+    from kernels.fast import jit
     from pyruntime.warmup import all_kernels, program_kernels
 
     pte, _ = small_program("linear_relu")
-    before = dict(nb._COMPILED)
+    before = dict(jit._COMPILED)
     with event.install_recorder("numba:run_pass") as rec:
         refs = program_kernels(pte)
     assert rec.buffer == []  # not one compiler pass
     assert ("kernels.fast.elementwise", "unary_kernel") in refs  # the relu
     assert all(isinstance(r, tuple) and len(r) == 2 for r in refs)
-    assert dict(nb._COMPILED) == before  # no stub left behind
+    assert dict(jit._COMPILED) == before  # no stub left behind
     everything = all_kernels()
     assert set(refs) <= set(everything) and SMALL_KERNEL in everything
     assert len(everything) == len(set(everything))
@@ -125,6 +125,48 @@ def test_after_warmup_a_fresh_process_compiles_nothing(tmp_path, monkeypatch):
     assert got == {"hits": 1, "passes": 0}
     again = compile_kernels([SMALL_KERNEL], jobs=1)  # a second warmup: all cached
     assert again.compiled == [] and again.cached == [SMALL_KERNEL]
+
+
+_BACKGROUND = """
+import json, sys
+import numpy as np
+import pyruntime
+prog = pyruntime.Runtime.get().load_program(sys.argv[1])
+m = prog.load_method("forward")
+x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+first = m.execute([x])[0]
+pending = m.pending_kernels
+ok = m.wait_compiled(float(sys.argv[2]))
+after = m.execute([x])[0]
+ref = prog.load_method("forward", tier="reference").execute([x])[0]
+print(json.dumps({"pending": pending, "ok": ok, "left": m.pending_kernels,
+                  "compiled": m._fast.compiled, "first": first.tolist(), "after": after.tolist(),
+                  "ref": ref.tolist()}))
+"""
+
+
+def test_background_compile_runs_at_once_then_binds_the_compiled_kernels(tmp_path):
+    """The default compile mode on a machine whose cache is empty: the load compiles
+    nothing and the first run takes the reference kernels (at once); a background process
+    compiles the kernels, ``wait_compiled`` (or a later execute) binds them; the next
+    process finds them cached."""
+    pte, _ = small_program("linear_relu")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(tmp_path),
+           "PYRUNTIME_COMPILE": "background"}
+
+    def child(wait):
+        out = subprocess.run([sys.executable, "-c", _BACKGROUND, str(pte), str(wait)],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+    got, err = child(1000)
+    assert got["pending"] == 2 and got["ok"] and got["left"] == 0 and got["compiled"] == 2
+    assert got["first"] == got["ref"]  # the reference kernels ran the first execute
+    np.testing.assert_allclose(got["after"], got["ref"], rtol=1e-6, atol=1e-6)
+    assert "background process compiles them" in err
+    again, err = child(0)
+    assert again["pending"] == 0 and again["compiled"] == 2 and err == ""
 
 
 def test_warmup_command_needs_programs_or_all(capsys):

@@ -34,7 +34,7 @@ from cython_ext.tensor import ETensor
 from delegates.xnnpack.blob import BACKEND
 from delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS
 from kernels.fast import _cache
-from kernels.fast.nb import compile_kernel, desc, ptr_like, resize_to
+from kernels.fast.nb import desc, lazy, ptr_like, resize_to
 
 
 class _Locator(_cache.KernelCacheLocator):
@@ -245,14 +245,8 @@ def xnn_delegate(block):
     return 0
 
 
-_KERNEL = None
-
-
 def kernel():
-    global _KERNEL
-    if _KERNEL is None:
-        _KERNEL = compile_kernel(xnn_delegate)
-    return _KERNEL
+    return lazy(xnn_delegate)
 
 
 # ---- binding -----------------------------------------------------------------------------
@@ -280,6 +274,7 @@ def bind(h, ctx, args, check_elsize):
     if not api.has("xnn_setup_runtime_v2", "xnn_invoke_runtime", "xnn_reshape_external_value",
                    "xnn_reshape_runtime", "xnn_get_external_value_shape"):
         return None
+    compiled = kernel()  # before any state changes: KernelNotReady leaves the handle as it was
     exts = h.inputs + h.outputs
     for e in exts:
         t = args[e.ext_id]
@@ -329,7 +324,7 @@ def bind(h, ctx, args, check_elsize):
             elif not slack:
                 return None  # a huge staging copy per call: leave it to the Python path
     ctx.scratch += [w, h.state]
-    fn, block = ctx.bind(kernel(), [w.ctypes.data, h.state.ctypes.data])
+    fn, block = ctx.bind(compiled, [w.ctypes.data, h.state.ctypes.data])
     h.kernels.append(w)
     return fn, block, lambda status: explain(w, status)
 

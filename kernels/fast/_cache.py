@@ -29,7 +29,8 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|
 # block builder, this locator): followed for their imports, left out of the hash, so
 # editing them recompiles nothing. Keep it so: a jitted helper belongs in another file.
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
-                           "kernels/fast/context.py", "kernels/fast/generic/__init__.py"})
+                           "kernels/fast/context.py", "kernels/fast/jit.py",
+                           "kernels/fast/generic/__init__.py"})
 
 
 def cache_root() -> str:

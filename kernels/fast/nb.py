@@ -10,15 +10,14 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, cfunc, njit, types
+from numba import carray, njit, types
 from numba.extending import intrinsic, overload
 
 from kernels.fast import _cache
+from kernels.fast.jit import KERNEL_SIG, compile_kernel, lazy  # noqa: F401 - binders' imports
 
 
 _cache.install()  # per-module, dependency-keyed on-disk cache (see kernels.fast._cache)
-
-KERNEL_SIG = types.int64(types.CPointer(types.int64))
 
 OK = 0
 NOT_SUPPORTED = 0x10
@@ -147,24 +146,6 @@ def resize_like(d, src):
     d[3] = src[3]
     set_strides(d)
     return OK
-
-
-def compile_kernel(py_fn):
-    """cfunc for a module-level kernel body; Numba caches it on disk."""
-    # error_model="numpy": x / 0.0 gives inf/nan as in ATen instead of raising
-    # (a Python exception cannot be raised from a kernel running without the GIL).
-    return cfunc(KERNEL_SIG, nopython=True, nogil=True, cache=True, error_model="numpy")(py_fn)
-
-
-_COMPILED: dict = {}
-
-
-def lazy(py_fn):
-    """Compile ``py_fn`` on first use (binders call ``lazy(fn)``)."""
-    c = _COMPILED.get(py_fn)
-    if c is None:
-        c = _COMPILED[py_fn] = compile_kernel(py_fn)
-    return c
 
 
 @njit(inline="always")

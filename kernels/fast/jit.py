@@ -1,0 +1,126 @@
+"""Getting a compiled kernel: from this process, from the on-disk cache, or by compiling it.
+
+Binders call ``lazy(fn)`` with a module-level kernel body. How a kernel that is not
+in the on-disk cache yet is handled depends on the compile mode
+(``$PYRUNTIME_COMPILE``, or ``set_compile_mode``):
+
+* ``"sync"``: it compiles now, in this process (seconds to minutes per kernel);
+* ``"background"`` (the default): ``lazy`` raises ``KernelNotReady`` instead; the
+  fast tier then leaves that instruction to the reference kernel, has the kernel
+  compiled by a background process (``pyruntime.warmup.compile_detached``) and binds
+  it once the cache has it (``FastPlan.poll``). A first run on a fresh machine takes
+  seconds, not minutes; later runs speed up as the kernels arrive.
+
+This file holds no jitted code: it is left out of the kernels' cache keys.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from numba import cfunc, types
+from numba.core import sigutils
+from numba.core.compiler_lock import global_compiler_lock
+
+KERNEL_SIG = types.int64(types.CPointer(types.int64))
+_OPTIONS = dict(nopython=True, nogil=True, error_model="numpy")
+MODES = ("sync", "background")
+_mode = None
+_lock = threading.Lock()
+
+
+class KernelNotReady(BaseException):
+    """``lazy(fn)`` in background mode for a kernel the on-disk cache does not hold yet.
+
+    A BaseException, so that binders' ``except Exception`` (a binder declines what it
+    cannot bind) lets it through to the fast-tier planner, which defers the instruction."""
+
+    def __init__(self, fn):
+        super().__init__(f"{fn.__module__}.{fn.__name__} is not compiled yet")
+        self.fn = fn
+
+    @property
+    def ref(self) -> tuple:
+        return (self.fn.__module__, self.fn.__name__)
+
+
+def compile_mode() -> str:
+    if _mode is not None:
+        return _mode
+    m = os.environ.get("PYRUNTIME_COMPILE", "").strip().lower()
+    return m if m in MODES else "background"
+
+
+def set_compile_mode(mode: str | None) -> None:
+    """``"sync"``, ``"background"``, or None (back to ``$PYRUNTIME_COMPILE``)."""
+    global _mode
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"compile mode must be one of {MODES} or None, got {mode!r}")
+    _mode = mode
+
+
+def compile_kernel(py_fn):
+    """cfunc for a module-level kernel body; Numba caches it on disk."""
+    # error_model="numpy": x / 0.0 gives inf/nan as in ATen instead of raising
+    # (a Python exception cannot be raised from a kernel running without the GIL).
+    return cfunc(KERNEL_SIG, cache=True, **_OPTIONS)(py_fn)
+
+
+def load_cached(py_fn):
+    """The cfunc for ``py_fn`` from the on-disk cache, or None; never compiles.
+
+    What ``numba.cfunc(..., cache=True)`` does up to its cache lookup (Numba has no
+    public call for "load, but do not compile")."""
+    from numba.core.ccallback import CFunc
+
+    try:
+        res = CFunc(py_fn, sigutils.normalize_signature(KERNEL_SIG), locals={},
+                    options=dict(_OPTIONS))
+        res.enable_caching()
+        with global_compiler_lock:
+            cres = res._cache.load_overload(res._sig, res._targetdescr.target_context)
+            if cres is None:
+                return None
+            res._cache_hits += 1
+            res._library = cres.library
+            res._wrapper_name = cres.fndesc.llvm_cfunc_wrapper_name
+            res._wrapper_address = res._library.get_pointer_to_function(res._wrapper_name)
+        return res
+    except AttributeError:  # another Numba's internals: compiling is always right
+        return compile_kernel(py_fn)
+
+
+_COMPILED: dict = {}
+
+
+def lazy(py_fn):
+    """The compiled kernel for ``py_fn`` (see the module doc): binders call ``lazy(fn)``."""
+    c = _COMPILED.get(py_fn)
+    if c is None:
+        with _lock:
+            c = _COMPILED.get(py_fn)
+        if c is None:
+            if compile_mode() == "background":
+                c = load_cached(py_fn)
+                if c is None:
+                    raise KernelNotReady(py_fn)
+            else:
+                c = compile_kernel(py_fn)
+            with _lock:
+                c = _COMPILED.setdefault(py_fn, c)
+    return c
+
+
+def is_ready(py_fn) -> bool:
+    """Whether ``lazy(py_fn)`` would return at once (it loads the kernel if it can)."""
+    try:
+        if py_fn in _COMPILED:
+            return True
+        c = load_cached(py_fn)
+    except Exception:  # noqa: BLE001 - a cache that cannot be read: not ready
+        return False
+    if c is None:
+        return False
+    with _lock:
+        _COMPILED.setdefault(py_fn, c)
+    return True
