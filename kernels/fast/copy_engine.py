@@ -20,6 +20,55 @@ TILE = 32
 # ---- the strided copy engine ------------------------------------------------------
 
 @njit(inline="always")
+def view_sizes(block, first, n, numel, w):
+    """The sizes of a view of ``numel`` elements, ``block[first:first + n]`` with at most one
+    -1 (inferred), written to ``w[W_OUT:]``; False if they do not hold ``numel`` elements."""
+    known = 1
+    hole = -1
+    for i in range(n):
+        sz = block[first + i]
+        w[W_OUT + i] = sz
+        if sz == -1:
+            hole = i
+        else:
+            known *= sz
+    if hole >= 0:
+        if known == 0 or numel % known != 0:
+            return False
+        w[W_OUT + hole] = numel // known
+    elif known != numel:
+        return False
+    return True
+
+
+@njit(inline="always")
+def start(w, nd):
+    """Zero the N-d counter ``w[W_IX:]`` over the first ``nd`` dims; how many steps
+    ``advance`` takes to walk them."""
+    outer = 1
+    for i in range(nd):
+        w[W_IX + i] = 0
+        outer *= w[W_SZ + i]
+    return outer
+
+
+@njit(inline="always")
+def advance(w, nd, so, do):
+    """Step the N-d counter ``w[W_IX:]`` over the first ``nd`` dims (sizes ``W_SZ``) by one,
+    moving the source and destination offsets by their strides (``W_SS``, ``W_DS``)."""
+    for i in range(nd - 1, -1, -1):
+        w[W_IX + i] += 1
+        so += w[W_SS + i]
+        do += w[W_DS + i]
+        if w[W_IX + i] < w[W_SZ + i]:
+            break
+        so -= w[W_SS + i] * w[W_SZ + i]
+        do -= w[W_DS + i] * w[W_SZ + i]
+        w[W_IX + i] = 0
+    return so, do
+
+
+@njit(inline="always")
 def scratch(addr):
     return carray(ptr_like(addr, np.int64(0)), SCRATCH_WORDS)
 
@@ -84,10 +133,7 @@ def _copy_typed(sp, dp, w, nd, m):
     rn = w[W_SZ + no] if tile >= 0 else 1
     rs = w[W_SS + no] if tile >= 0 else 0
     rd = w[W_DS + no] if tile >= 0 else 0
-    outer = 1
-    for i in range(no):
-        w[W_IX + i] = 0
-        outer *= w[W_SZ + i]
+    outer = start(w, no)
     so = 0
     do = 0
     for _ in range(outer):
@@ -111,15 +157,7 @@ def _copy_typed(sp, dp, w, nd, m):
         else:
             for c in range(n):
                 dst[do + c * di] = src[so + c * si]
-        for i in range(no - 1, -1, -1):  # advance the N-d counter over the outer dims
-            w[W_IX + i] += 1
-            so += w[W_SS + i]
-            do += w[W_DS + i]
-            if w[W_IX + i] < w[W_SZ + i]:
-                break
-            so -= w[W_SS + i] * w[W_SZ + i]
-            do -= w[W_DS + i] * w[W_SZ + i]
-            w[W_IX + i] = 0
+        so, do = advance(w, no, so, do)
 
 
 @njit
@@ -145,6 +183,6 @@ def copy_nd(sp, dp, w, nd, es):
 
 
 @njit(inline="always")
-def _dst_strides(w, o, nd):
+def dst_strides(w, o, nd):
     for i in range(nd):
         w[W_DS + i] = o[24 + i]

@@ -25,8 +25,8 @@ from numba import carray, njit
 
 from kernels.fast import register_fast
 from kernels.fast.context import IntSlot
-from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, _dst_strides, copy_nd,
-                                      scratch)
+from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_nd, dst_strides,
+                                      scratch, view_sizes)
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
                              ST_I64, desc, is_contiguous, lazy, ptr_like, resize_like, resize_to)
 
@@ -42,21 +42,7 @@ BIG = 1 << 62  # "no end" for slices
 @njit
 def _reshape(block, a, o, w, es):
     n = block[5]
-    numel = a[3]
-    known = 1
-    hole = -1
-    for i in range(n):
-        s = block[6 + i]
-        w[W_OUT + i] = s
-        if s == -1:
-            hole = i
-        else:
-            known *= s
-    if hole >= 0:
-        if known == 0 or numel % known != 0:
-            return INVALID_ARGUMENT
-        w[W_OUT + hole] = numel // known
-    elif known != numel:
+    if not view_sizes(block, 6, n, a[3], w):
         return INVALID_ARGUMENT
     st = resize_to(o, w[W_OUT:], n)
     if st != OK:
@@ -67,7 +53,7 @@ def _reshape(block, a, o, w, es):
             w[W_SZ + i] = o[8 + i]
             w[W_SS + i] = s
             s *= o[8 + i]
-        _dst_strides(w, o, n)
+        dst_strides(w, o, n)
         copy_nd(a[0], o[0], w, n, es)
         return OK
     if not is_contiguous(o):
@@ -125,7 +111,7 @@ def _cat(block):
         for i in range(nd):
             w[W_SZ + i] = a[8 + i]
             w[W_SS + i] = a[24 + i]
-        _dst_strides(w, o, nd)
+        dst_strides(w, o, nd)
         copy_nd(a[0], o[0] + pos * o[24 + d] * es, w, nd, es)
         pos += a[8 + d]
     return OK
@@ -157,7 +143,7 @@ def _split(block):
         for i in range(nd):
             w[W_SZ + i] = o[8 + i]
             w[W_SS + i] = a[24 + i]
-        _dst_strides(w, o, nd)
+        dst_strides(w, o, nd)
         copy_nd(a[0] + pos * a[24 + d] * es, o[0], w, nd, es)
         pos += s
     return OK
@@ -271,7 +257,7 @@ def view_kernel(block):
         st = resize_to(o, w, nd)
         if st != OK:
             return st
-    _dst_strides(w, o, nd)
+    dst_strides(w, o, nd)
     copy_nd(a[0] + off * es, o[0], w, nd, es)
     return OK
 

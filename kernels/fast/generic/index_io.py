@@ -7,8 +7,8 @@ import ml_dtypes
 import numpy as np
 from numba import njit
 
-from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_IX, W_SS, W_SZ, copy_simplified,
-                                      simplify)
+from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_SS, W_SZ, advance, copy_simplified,
+                                      simplify, start)
 from kernels.fast.nb import (ST_F16, ST_F32, ST_F64, bf16_to_f64, elem_size, f64_to_bf16,
                              f64_to_half, half_to_f64, is_float_st, load_f64, load_i64, ptr_like,
                              store_f64, store_i64)
@@ -90,10 +90,7 @@ def _xfer(sp, sst, dp, dst, w, nr, acc):
     n = w[W_SZ + last]
     si = w[W_SS + last]
     di = w[W_DS + last]
-    outer = 1
-    for i in range(last):
-        w[W_IX + i] = 0
-        outer *= w[W_SZ + i]
+    outer = start(w, last)
     so = 0
     do = 0
     for _ in range(outer):
@@ -103,15 +100,7 @@ def _xfer(sp, sst, dp, dst, w, nr, acc):
         else:
             for c in range(n):
                 _add(sp, sst, so + c * si, dp, dst, do + c * di)
-        for i in range(last - 1, -1, -1):
-            w[W_IX + i] += 1
-            so += w[W_SS + i]
-            do += w[W_DS + i]
-            if w[W_IX + i] < w[W_SZ + i]:
-                break
-            so -= w[W_SS + i] * w[W_SZ + i]
-            do -= w[W_DS + i] * w[W_SZ + i]
-            w[W_IX + i] = 0
+        so, do = advance(w, last, so, do)
 
 
 @njit

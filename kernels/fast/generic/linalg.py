@@ -18,8 +18,9 @@ ones where they fit (``conv._conv`` through descriptors made up for the scratch
 buffers; ``norm``'s layer/group/batch-norm bodies); the rest is a direct loop.
 Matrix products and convolutions add in ExecuTorch's order (each output a
 running sum from zero); half types accumulate in float32 here. A single-row linear
-(decoding) reads its weight in place, in its own dtype, with vectorized dot products. One cfunc per family (matrix products,
-convolution, normalization), the compute dtype chosen at run time.
+(decoding) reads its weight in place, in its own dtype, with vectorized dot products. One
+cfunc per family (matrix products, convolution, normalization), the compute dtype chosen at
+run time.
 """
 from __future__ import annotations
 

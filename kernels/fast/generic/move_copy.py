@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kernels.fast.copy_engine import W_DS, W_IX, W_SS, W_SZ, copy_nd, simplify
+from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, advance, copy_nd, simplify, start
 from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32,
                              ST_I64, elem_size, f32_from_bits, f32_to_bits, f64_to_i32, f64_to_int,
                              is_float_st, ptr_like)
@@ -181,10 +181,7 @@ def _convert_nd(sp, sst, dp, dst, w, nd):
     n = w[W_SZ + last] if k > 0 else 1  # rank 0: one element
     si = w[W_SS + last] if k > 0 else 0
     di = w[W_DS + last] if k > 0 else 0
-    outer = 1
-    for i in range(last):
-        w[W_IX + i] = 0
-        outer *= w[W_SZ + i]
+    outer = start(w, last)
     so = 0
     do = 0
     for _ in range(outer):
@@ -192,15 +189,7 @@ def _convert_nd(sp, sst, dp, dst, w, nd):
             m = min(CH, n - c0)
             _load_row(sp, sst, so + c0 * si, si, bf, bi, m)
             _store_row(dp, dst, do + c0 * di, di, bf, bi, m, fl)
-        for i in range(last - 1, -1, -1):
-            w[W_IX + i] += 1
-            so += w[W_SS + i]
-            do += w[W_DS + i]
-            if w[W_IX + i] < w[W_SZ + i]:
-                break
-            so -= w[W_SS + i] * w[W_SZ + i]
-            do -= w[W_DS + i] * w[W_SZ + i]
-            w[W_IX + i] = 0
+        so, do = advance(w, last, so, do)
 
 
 @njit

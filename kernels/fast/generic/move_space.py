@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from kernels.fast.copy_engine import W_OUT
+from kernels.fast.copy_engine import W_OUT, view_sizes
 from kernels.fast.generic.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
                                             OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE, OP_PSHUF,
                                             OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
@@ -314,20 +314,7 @@ def _build_view(op, block, a, s):
         nd = k
     elif op == OP_VIEW:  # out sizes only (one -1 inferred); see _special
         n = block[4]
-        known = 1
-        hole = -1
-        for i in range(n):
-            sz = block[5 + i]
-            s[W_OUT + i] = sz
-            if sz == -1:
-                hole = i
-            else:
-                known *= sz
-        if hole >= 0:
-            if known == 0 or a[3] % known != 0:
-                return INVALID_ARGUMENT, nd, off
-            s[W_OUT + hole] = a[3] // known
-        elif known != a[3]:
+        if not view_sizes(block, 5, n, a[3], s):
             return INVALID_ARGUMENT, nd, off
         nd = n
     else:

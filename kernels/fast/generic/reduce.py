@@ -146,52 +146,16 @@ def _next_run(sc, nr, off):
 # ---- reductions ----------------------------------------------------------------------------
 
 @njit(inline="always")
-def _seg_max(buf, n):
-    """max of buf[:n] (n >= 1), NaN if any is NaN. Four lanes of the builtin max (a select:
-    vectorizes, but lets NaN through), plus v * 0 sums that turn NaN on a NaN (or an inf):
-    then an exact look for a NaN."""
-    a0 = buf[0]
-    a1 = a0
-    a2 = a0
-    a3 = a0
-    z0 = a0 * 0
-    z1 = z0
-    z2 = z0
-    z3 = z0
-    i = 1
-    while i + 4 <= n:
-        v0 = buf[U(i)]
-        v1 = buf[U(i + 1)]
-        v2 = buf[U(i + 2)]
-        v3 = buf[U(i + 3)]
-        a0 = max(a0, v0)
-        a1 = max(a1, v1)
-        a2 = max(a2, v2)
-        a3 = max(a3, v3)
-        z0 += v0 * 0
-        z1 += v1 * 0
-        z2 += v2 * 0
-        z3 += v3 * 0
-        i += 4
-    while i < n:
-        v0 = buf[U(i)]
-        a0 = max(a0, v0)
-        z0 += v0 * 0
-        i += 1
-    r = max(max(a0, a1), max(a2, a3))
-    z = (z0 + z1) + (z2 + z3)
-    if z != z:
-        for i in range(n):
-            if buf[U(i)] != buf[U(i)]:
-                return buf[U(i)]
-    return r
+def _pick(a, v, want_max):
+    return max(a, v) if want_max else min(a, v)
 
 
 @njit(inline="always")
-def _seg_min(buf, n):
-    """min of buf[:n] (n >= 1), NaN if any is NaN. Four lanes of the builtin min (a select:
-    vectorizes, but lets NaN through), plus v * 0 sums that turn NaN on a NaN (or an inf):
-    then an exact look for a NaN."""
+def seg_extreme(buf, n, want_max):
+    """max (``want_max``) or min of buf[:n] (n >= 1), NaN if any is NaN. Four lanes of the
+    builtin max/min (a select: vectorizes, but lets NaN through), plus v * 0 sums that turn
+    NaN on a NaN (or an inf): then an exact look for a NaN. Callers pass ``want_max`` as a
+    constant: inlined, the choice folds away."""
     a0 = buf[0]
     a1 = a0
     a2 = a0
@@ -206,10 +170,10 @@ def _seg_min(buf, n):
         v1 = buf[U(i + 1)]
         v2 = buf[U(i + 2)]
         v3 = buf[U(i + 3)]
-        a0 = min(a0, v0)
-        a1 = min(a1, v1)
-        a2 = min(a2, v2)
-        a3 = min(a3, v3)
+        a0 = _pick(a0, v0, want_max)
+        a1 = _pick(a1, v1, want_max)
+        a2 = _pick(a2, v2, want_max)
+        a3 = _pick(a3, v3, want_max)
         z0 += v0 * 0
         z1 += v1 * 0
         z2 += v2 * 0
@@ -217,10 +181,10 @@ def _seg_min(buf, n):
         i += 4
     while i < n:
         v0 = buf[U(i)]
-        a0 = min(a0, v0)
+        a0 = _pick(a0, v0, want_max)
         z0 += v0 * 0
         i += 1
-    r = min(min(a0, a1), min(a2, a3))
+    r = _pick(_pick(a0, a1, want_max), _pick(a2, a3, want_max), want_max)
     z = (z0 + z1) + (z2 + z3)
     if z != z:
         for i in range(n):
@@ -265,7 +229,7 @@ def _slot(op, xa, st, xb, sc, nr, cnt, buf):
                         stop = True
                         break
             else:
-                cm = _seg_max(buf, n) if mx else _seg_min(buf, n)
+                cm = seg_extreme(buf, n, True) if mx else seg_extreme(buf, n, False)
                 if idx < 0 or cm != cm or (cm > acc if mx else cm < acc):
                     k = 0  # the first element equal to the chunk's extreme (or NaN)
                     if cm != cm:

@@ -10,7 +10,7 @@ from numba import carray, njit
 
 from kernels.fast import register_fast
 from kernels.fast.generic.cumsum import _lines, _next_line
-from kernels.fast.generic.reduce import _is_int, _ok, _seg_max
+from kernels.fast.generic.reduce import _is_int, _ok, seg_extreme
 from kernels.fast.generic.reduce_io import FLOAT_ST, U, W_WORDS, load_run, store_run
 from kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, resize_like,
                              scratch, sum_seg)
@@ -71,7 +71,7 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
     ob = 0
     for t in range(lines):
         load_run(x[0], x[1], xb, xs, n, buf)
-        mxm = cast_like(_seg_max(buf, n), m)
+        mxm = cast_like(seg_extreme(buf, n, True), m)
         for k in range(n):
             buf[U(k)] = np.float64(cast_like(buf[U(k)], m) - mxm)
         if log:
