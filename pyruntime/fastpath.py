@@ -146,8 +146,9 @@ class FastPlan:
         seconds for all of them); the number still waiting."""
         deadline = time.monotonic() + wait
         while True:
+            ready = {fn: is_ready(fn) for fn in set(self.pending.values())}  # once per kernel
             for pc, fn in list(self.pending.items()):
-                if is_ready(fn):
+                if ready[fn]:
                     self._compile(pc)
             if not self.pending or time.monotonic() >= deadline:
                 break
