@@ -26,7 +26,7 @@ from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
 from kernels.fast import dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
-from kernels.fast.jit import KernelNotReady, is_ready
+from kernels.fast.jit import KernelNotReady, compile_now, is_ready
 from pyruntime.progress import CompileNotice, background_notice
 from pyruntime.values import ListRef
 
@@ -144,9 +144,15 @@ class FastPlan:
     def poll(self, wait: float = 0.0) -> int:
         """Bind the deferred instructions whose kernels the cache now holds (up to ``wait``
         seconds for all of them); the number still waiting."""
+        from pyruntime.warmup import detached_gave_up
+
         deadline = time.monotonic() + wait
         while True:
             ready = {fn: is_ready(fn) for fn in set(self.pending.values())}  # once per kernel
+            for fn in [f for f, r in ready.items() if not r]:
+                if detached_gave_up((fn.__module__, fn.__name__)):
+                    compile_now(fn)  # the background compile failed: here, errors and all
+                    ready[fn] = True
             for pc, fn in list(self.pending.items()):
                 if ready[fn]:
                     self._compile(pc)

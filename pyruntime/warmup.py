@@ -148,7 +148,7 @@ def _kernel_lock(ref):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-_requested: set = set()
+_requested: dict = {}  # KernelRef -> the background process compiling it
 
 
 def compile_detached(refs) -> bool:
@@ -160,18 +160,24 @@ def compile_detached(refs) -> bool:
     todo = [r for r in refs if r not in _requested]
     if not todo:
         return False
-    _requested.update(todo)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     jobs = max(1, (os.cpu_count() or 2) // 2)  # leave the program half the cores
     try:
-        subprocess.Popen([sys.executable, "-m", "pyruntime.warmup", "--jobs", str(jobs)]
-                         + [f"{m}:{n}" for m, n in todo], env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "pyruntime.warmup", "--jobs", str(jobs)]
+                                + [f"{m}:{n}" for m, n in todo], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
-        _requested.difference_update(todo)
         return False
+    _requested.update(dict.fromkeys(todo, proc))
     return True
+
+
+def detached_gave_up(ref) -> bool:
+    """The background process asked to compile ``ref`` has exited (if the kernel is still
+    not in the cache, it failed: a full disk, a read-only cache, a killed process)."""
+    proc = _requested.get(ref)
+    return proc is not None and proc.poll() is not None
 
 
 def compile_kernels(refs, jobs=None, bar=None) -> WarmupReport:

@@ -169,6 +169,40 @@ def test_background_compile_runs_at_once_then_binds_the_compiled_kernels(tmp_pat
     assert again["pending"] == 0 and again["compiled"] == 2 and err == ""
 
 
+_GAVE_UP = """
+import json, subprocess, sys
+import numpy as np
+import pyruntime
+import pyruntime.warmup as W
+
+def dead_compiler(refs):  # a background compile that exits without compiling anything
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    W._requested.update(dict.fromkeys(refs, p))
+    return True
+
+W.compile_detached = dead_compiler
+m = pyruntime.Runtime.get().load_program(sys.argv[1]).load_method("forward")
+pending = m.pending_kernels
+ok = m.wait_compiled(5)  # compiles here: nobody else will
+print(json.dumps({"pending": pending, "ok": ok, "left": m.pending_kernels,
+                  "compiled": m._fast.compiled}))
+"""
+
+
+def test_a_failed_background_compile_compiles_in_the_process(tmp_path):
+    """If the background process exits without the kernels (a full disk, a read-only
+    cache, killed), the method does not wait forever: it compiles them itself."""
+    pte, _ = small_program("linear_relu")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(tmp_path),
+           "PYRUNTIME_COMPILE": "background", "PYRUNTIME_PROGRESS": "0"}
+    out = subprocess.run([sys.executable, "-c", _GAVE_UP, str(pte)], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"pending": 2, "ok": True, "left": 0, "compiled": 2}
+
+
 def test_warmup_command_needs_programs_or_all(capsys):
     from pyruntime import cli
 

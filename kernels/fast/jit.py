@@ -124,3 +124,10 @@ def is_ready(py_fn) -> bool:
     with _lock:
         _COMPILED.setdefault(py_fn, c)
     return True
+
+
+def compile_now(py_fn):
+    """Compile ``py_fn`` in this process whatever the mode (or take it from the cache)."""
+    c = compile_kernel(py_fn)
+    with _lock:
+        return _COMPILED.setdefault(py_fn, c)
