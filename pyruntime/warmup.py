@@ -167,17 +167,21 @@ def compile_detached(refs) -> bool:
                                 + [f"{m}:{n}" for m, n in todo], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError:
+    except OSError:  # no process: the method compiles these itself (detached_gave_up)
+        _requested.update(dict.fromkeys(todo))
         return False
     _requested.update(dict.fromkeys(todo, proc))
     return True
 
 
 def detached_gave_up(ref) -> bool:
-    """The background process asked to compile ``ref`` has exited (if the kernel is still
-    not in the cache, it failed: a full disk, a read-only cache, a killed process)."""
-    proc = _requested.get(ref)
-    return proc is not None and proc.poll() is not None
+    """The background process asked to compile ``ref`` has exited, or could not start (if
+    the kernel is still not in the cache, it failed: a full disk, a read-only cache, a
+    killed process)."""
+    if ref not in _requested:
+        return False
+    proc = _requested[ref]
+    return proc is None or proc.poll() is not None
 
 
 def compile_kernels(refs, jobs=None, bar=None) -> WarmupReport:
