@@ -96,38 +96,33 @@ _COMPILED: dict = {}
 def lazy(py_fn):
     """The compiled kernel for ``py_fn`` (see the module doc): binders call ``lazy(fn)``."""
     c = _COMPILED.get(py_fn)
-    if c is None:
-        with _lock:
-            c = _COMPILED.get(py_fn)
+    if c is not None:
+        return c
+    if compile_mode() == "background":
+        c = load_cached(py_fn)
         if c is None:
-            if compile_mode() == "background":
-                c = load_cached(py_fn)
-                if c is None:
-                    raise KernelNotReady(py_fn)
-            else:
-                c = compile_kernel(py_fn)
-            with _lock:
-                c = _COMPILED.setdefault(py_fn, c)
-    return c
+            raise KernelNotReady(py_fn)
+        return _keep(py_fn, c)
+    return compile_now(py_fn)
 
 
 def is_ready(py_fn) -> bool:
     """Whether ``lazy(py_fn)`` would return at once (it loads the kernel if it can)."""
+    if py_fn in _COMPILED:
+        return True
     try:
-        if py_fn in _COMPILED:
-            return True
         c = load_cached(py_fn)
     except Exception:  # noqa: BLE001 - a cache that cannot be read: not ready
         return False
-    if c is None:
-        return False
-    with _lock:
-        _COMPILED.setdefault(py_fn, c)
-    return True
+    return c is not None and _keep(py_fn, c) is not None
 
 
 def compile_now(py_fn):
     """Compile ``py_fn`` in this process whatever the mode (or take it from the cache)."""
-    c = compile_kernel(py_fn)
+    return _keep(py_fn, compile_kernel(py_fn))
+
+
+def _keep(py_fn, c):
+    """The kernel this process keeps for ``py_fn``: the first one stored wins."""
     with _lock:
         return _COMPILED.setdefault(py_fn, c)
