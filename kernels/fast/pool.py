@@ -22,9 +22,9 @@ import numpy as np
 from numba import njit
 
 from kernels.fast import register_fast
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, desc,
-                             flat, lazy, resize_to)
-from kernels.fast.nb import cast_like, scratch
+from kernels.fast.generic.spatial_io import _planes, _resize_hw
+from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,
+                             desc, flat, lazy, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
@@ -37,25 +37,6 @@ def _out_size(size, k, s, p, d, ceil_mode):
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
     return out
-
-
-@njit(inline="always")
-def _resize_pooled(x, o, oh, ow, sc):
-    """Resize ``o`` to x's leading dims + (oh, ow)."""
-    nd = x[2]
-    for i in range(nd - 2):
-        sc[i] = x[8 + i]
-    sc[nd - 2] = oh
-    sc[nd - 1] = ow
-    return resize_to(o, sc, nd)
-
-
-@njit(inline="always")
-def _planes(x):
-    p = 1
-    for i in range(x[2] - 2):
-        p *= x[8 + i]
-    return p
 
 
 @njit(inline="always")
@@ -81,10 +62,10 @@ def _max_typed(x, o, oi, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc, m):
     ow = _out_size(W, kw, sw, pw, dw, ceil_mode)
     if oh < 1 or ow < 1:
         return INVALID_ARGUMENT
-    st = _resize_pooled(x, o, oh, ow, sc)
+    st = _resize_hw(x, o, oh, ow, sc)
     if st != OK:
         return st
-    st = _resize_pooled(x, oi, oh, ow, sc)
+    st = _resize_hw(x, oi, oh, ow, sc)
     if st != OK:
         return st
     P = _planes(x)
@@ -190,7 +171,7 @@ def _avg_typed(x, o, kh, kw, sh, sw, ph, pw, ceil_mode, cip, divisor, sc, m):
     ow = _out_size(W, kw, sw, pw, 1, ceil_mode)
     if oh < 1 or ow < 1:
         return INVALID_ARGUMENT
-    st = _resize_pooled(x, o, oh, ow, sc)
+    st = _resize_hw(x, o, oh, ow, sc)
     if st != OK:
         return st
     P = _planes(x)
@@ -265,7 +246,7 @@ def _adaptive_typed(x, o, oh, ow, sc, m):
     nd = x[2]
     H = x[8 + nd - 2]
     W = x[8 + nd - 1]
-    st = _resize_pooled(x, o, oh, ow, sc)
+    st = _resize_hw(x, o, oh, ow, sc)
     if st != OK:
         return st
     P = _planes(x)

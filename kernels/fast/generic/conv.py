@@ -116,6 +116,23 @@ def _ov_float_conv(cb, mk, item):
 
 
 @njit
+def _out_channels(w, C, g, tr):
+    """Output channels from the weight's sizes, or -1 if they do not fit C and groups."""
+    if tr:
+        return w[9] * g if w[8] == C and C % g == 0 else -1
+    return w[8] if w[9] * g == C and w[8] % g == 0 else -1
+
+
+@njit
+def _out_len(blk, j, sp, kk, tr):
+    """Output length of padded spatial dim ``j`` (input length ``sp``, kernel ``kk``)."""
+    s, p, dl = blk[C_S + j], blk[C_P + j], blk[C_D + j]
+    if tr:
+        return (sp - 1) * s - 2 * p + dl * (kk - 1) + 1 + blk[C_OP + j]
+    return (sp + 2 * p - dl * (kk - 1) - 1) // s + 1
+
+
+@njit
 def _conv_fwd(blk, mk, item):
     x = desc(blk[C_X])
     w = desc(blk[C_W])
@@ -127,27 +144,18 @@ def _conv_fwd(blk, mk, item):
     if w[2] != nd or o[2] != nd:
         return INVALID_ARGUMENT
     N, C = x[8], x[9]
-    if tr:
-        if w[8] != C or C % g != 0:
-            return INVALID_ARGUMENT
-        O = w[9] * g
-    else:
-        if w[9] * g != C or w[8] % g != 0:
-            return INVALID_ARGUMENT
-        O = w[8]
+    O = _out_channels(w, C, g, tr)
+    if O < 0:
+        return INVALID_ARGUMENT
     fa = blk[C_FAKE]
     sz = scratch(fa + G_OFF * 8, 16)
     sz[0], sz[1] = N, O
     for i in range(k):
         j = 3 - k + i
-        sp, kk = x[10 + i], w[10 + i]
-        s, p, dl = blk[C_S + j], blk[C_P + j], blk[C_D + j]
-        if tr:
-            v = (sp - 1) * s - 2 * p + dl * (kk - 1) + 1 + blk[C_OP + j]
-        else:
-            if sp + 2 * p < dl * (kk - 1) + 1:
-                return INVALID_ARGUMENT
-            v = (sp + 2 * p - dl * (kk - 1) - 1) // s + 1
+        sp, kk, p, dl = x[10 + i], w[10 + i], blk[C_P + j], blk[C_D + j]
+        if not tr and sp + 2 * p < dl * (kk - 1) + 1:
+            return INVALID_ARGUMENT
+        v = _out_len(blk, j, sp, kk, tr)
         if v < 0:
             return INVALID_ARGUMENT
         sz[2 + i] = v
@@ -225,25 +233,14 @@ def _conv_bwd(blk, mk, item):
     if w[2] != nd or go[2] != nd:
         return INVALID_ARGUMENT
     N, C = x[8], x[9]
-    if tr:
-        if w[8] != C or C % g != 0:
-            return INVALID_ARGUMENT
-        O = w[9] * g
-    else:
-        if w[9] * g != C or w[8] % g != 0:
-            return INVALID_ARGUMENT
-        O = w[8]
+    O = _out_channels(w, C, g, tr)
+    if O < 0:
+        return INVALID_ARGUMENT
     if go[8] != N or go[9] != O:
         return INVALID_ARGUMENT
     for i in range(k):  # grad_output must have the forward output's sizes
         j = 3 - k + i
-        sp, kk = x[10 + i], w[10 + i]
-        s, p, dl = blk[C_S + j], blk[C_P + j], blk[C_D + j]
-        if tr:
-            v = (sp - 1) * s - 2 * p + dl * (kk - 1) + 1 + blk[C_OP + j]
-        else:
-            v = (sp + 2 * p - dl * (kk - 1) - 1) // s + 1
-        if go[10 + i] != v:
+        if go[10 + i] != _out_len(blk, j, x[10 + i], w[10 + i], tr):
             return INVALID_ARGUMENT
     fa = blk[C_FAKE]
     g3 = scratch(fa + G_OFF * 8 + 16 * 8, 24)

@@ -9,8 +9,9 @@ from numba import carray, njit
 from kernels.fast import register_fast
 from kernels.fast.generic.reduce import _acc_code, _is_int, _ok, _target
 from kernels.fast.generic.reduce_io import (A_F32, A_F64, CH, RED_WORDS, U, W_KC, W_KN, W_KO, W_KX,
-                                            W_WORDS, load_run, store_run)
+                                            W_WORDS)
 from kernels.fast.nb import OK, cast_like, desc, lazy, ptr_like, resize_like, scratch
+from kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
 # ---- cumsum ------------------------------------------------------------------------------
@@ -61,11 +62,11 @@ def _cumsum_typed(x, o, d, sc, buf):
         c = 0
         while c < n:
             k = min(CH, n - c)
-            load_run(x[0], x[1], xb + c * xs, xs, k, buf)
+            load_run(buf, 0, x[0], x[1], xb + c * xs, xs, k)
             for i in range(k):
                 acc += buf[U(i)]
                 buf[U(i)] = acc
-            store_run(o[0], o[1], ob + c * os_, os_, k, buf)
+            store_run(o[0], o[1], ob + c * os_, os_, k, buf, 0, narrow_wrap)
             c += k
         xb, ob = _next_line(sc, nk, xb, ob)
     return OK

@@ -9,9 +9,10 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32,
-                             ST_I64, ST_U8, bf16_to_f64, bits_to_f64, f64_to_bf16, f64_to_bits,
-                             f64_to_half, f64_to_i32, f64_to_int, half_to_f64, ptr_like)
+from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_I8, ST_I16, ST_I32, ST_U8,
+                             bf16_to_f64, bits_to_f64, f64_to_bf16, f64_to_bits, f64_to_half,
+                             half_to_f64, ptr_like)
+from kernels.fast.runs import load_run, narrow_c, store_run
 
 
 _nj = njit(error_model="numpy")  # x / 0 gives inf/nan: nothing may raise in a kernel
@@ -130,192 +131,25 @@ def _vlog(x):
         (hfsq - (s * (hfsq + t1 + t2) + de * 1.90821492927058770002e-10)) - f)
 
 
-# ---- gather / scatter: one typed loop per dtype over the chunk's segments -----------------
+# ---- gather / scatter: the chunk's segments, a typed run each (kernels.fast.runs) ---------
 
 @_nj
-def _gather_f(buf, addr, st, w, col, nseg, s):
+def _gather(buf, addr, st, w, col, nseg, s):
+    """Operand ``col``'s elements of the chunk into ``buf`` (float64 or int64)."""
     b = 0
     for q in range(nseg):
         n = w[SEG + 5 * q]
-        off = w[SEG + 5 * q + col]
-        if st == ST_F32:
-            p32 = ptr_like(addr, np.float32(0))
-            for j in range(n):
-                buf[b + j] = np.float64(p32[off + j * s])
-        elif st == ST_F64:
-            p64 = ptr_like(addr, np.float64(0))
-            for j in range(n):
-                buf[b + j] = p64[off + j * s]
-        elif st == ST_I64:
-            pi64 = ptr_like(addr, np.int64(0))
-            for j in range(n):
-                buf[b + j] = np.float64(pi64[off + j * s])
-        elif st == ST_I32:
-            pi32 = ptr_like(addr, np.int32(0))
-            for j in range(n):
-                buf[b + j] = np.float64(pi32[off + j * s])
-        elif st == ST_I16:
-            pi16 = ptr_like(addr, np.int16(0))
-            for j in range(n):
-                buf[b + j] = np.float64(pi16[off + j * s])
-        elif st == ST_I8:
-            pi8 = ptr_like(addr, np.int8(0))
-            for j in range(n):
-                buf[b + j] = np.float64(pi8[off + j * s])
-        elif st == ST_U8 or st == ST_BOOL:
-            pu8 = ptr_like(addr, np.uint8(0))
-            for j in range(n):
-                buf[b + j] = np.float64(pu8[off + j * s])
-        elif st == ST_F16:
-            ph = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                buf[b + j] = half_to_f64(np.int64(ph[off + j * s]))
-        else:
-            pb = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                buf[b + j] = bf16_to_f64(np.int64(pb[off + j * s]))
+        load_run(buf, b, addr, st, w[SEG + 5 * q + col], s, n)
         b += n
 
 
 @_nj
-def _gather_i(buf, addr, st, w, col, nseg, s):
+def _scatter(buf, addr, st, w, nseg, s):
+    """``buf`` (float64 or int64) into out's elements of the chunk, as C++ casts."""
     b = 0
     for q in range(nseg):
         n = w[SEG + 5 * q]
-        off = w[SEG + 5 * q + col]
-        if st == ST_I64:
-            pi64 = ptr_like(addr, np.int64(0))
-            for j in range(n):
-                buf[b + j] = pi64[off + j * s]
-        elif st == ST_I32:
-            pi32 = ptr_like(addr, np.int32(0))
-            for j in range(n):
-                buf[b + j] = np.int64(pi32[off + j * s])
-        elif st == ST_I16:
-            pi16 = ptr_like(addr, np.int16(0))
-            for j in range(n):
-                buf[b + j] = np.int64(pi16[off + j * s])
-        elif st == ST_I8:
-            pi8 = ptr_like(addr, np.int8(0))
-            for j in range(n):
-                buf[b + j] = np.int64(pi8[off + j * s])
-        elif st == ST_U8 or st == ST_BOOL:
-            pu8 = ptr_like(addr, np.uint8(0))
-            for j in range(n):
-                buf[b + j] = np.int64(pu8[off + j * s])
-        else:  # floating operand on the integer path (fill values): truncate
-            p64 = ptr_like(addr, np.float64(0))
-            p32 = ptr_like(addr, np.float32(0))
-            ph = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                k = off + j * s
-                if st == ST_F64:
-                    v = p64[k]
-                elif st == ST_F32:
-                    v = np.float64(p32[k])
-                elif st == ST_F16:
-                    v = half_to_f64(np.int64(ph[k]))
-                else:
-                    v = bf16_to_f64(np.int64(ph[k]))
-                buf[b + j] = f64_to_int(v)
-        b += n
-
-
-@_nj
-def _scatter_f(buf, addr, st, w, nseg, s):
-    b = 0
-    for q in range(nseg):
-        n = w[SEG + 5 * q]
-        off = w[SEG + 5 * q + 1]
-        if st == ST_F32:
-            p32 = ptr_like(addr, np.float32(0))
-            for j in range(n):
-                p32[off + j * s] = np.float32(buf[b + j])
-        elif st == ST_F64:
-            p64 = ptr_like(addr, np.float64(0))
-            for j in range(n):
-                p64[off + j * s] = buf[b + j]
-        elif st == ST_BOOL:
-            pu8 = ptr_like(addr, np.uint8(0))
-            for j in range(n):
-                pu8[off + j * s] = np.uint8(buf[b + j] != 0.0)
-        elif st == ST_F16:
-            ph = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                ph[off + j * s] = np.uint16(f64_to_half(buf[b + j]))
-        elif st == ST_BF16:
-            pb = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                pb[off + j * s] = np.uint16(f64_to_bf16(buf[b + j]))
-        elif st == ST_I64:
-            pi64 = ptr_like(addr, np.int64(0))
-            for j in range(n):
-                pi64[off + j * s] = f64_to_int(buf[b + j])
-        elif st == ST_I32:
-            pi32 = ptr_like(addr, np.int32(0))
-            for j in range(n):
-                pi32[off + j * s] = np.int32(f64_to_i32(buf[b + j]))
-        elif st == ST_I16:
-            pi16 = ptr_like(addr, np.int16(0))
-            for j in range(n):
-                pi16[off + j * s] = np.int16(f64_to_i32(buf[b + j]))
-        elif st == ST_I8:
-            pi8 = ptr_like(addr, np.int8(0))
-            for j in range(n):
-                pi8[off + j * s] = np.int8(f64_to_i32(buf[b + j]))
-        else:
-            pu8 = ptr_like(addr, np.uint8(0))
-            for j in range(n):
-                pu8[off + j * s] = np.uint8(f64_to_i32(buf[b + j]) & 0xFF)
-        b += n
-
-
-@_nj
-def _scatter_i(buf, addr, st, w, nseg, s):
-    b = 0
-    for q in range(nseg):
-        n = w[SEG + 5 * q]
-        off = w[SEG + 5 * q + 1]
-        if st == ST_I64:
-            pi64 = ptr_like(addr, np.int64(0))
-            for j in range(n):
-                pi64[off + j * s] = buf[b + j]
-        elif st == ST_I32:
-            pi32 = ptr_like(addr, np.int32(0))
-            for j in range(n):
-                pi32[off + j * s] = np.int32(buf[b + j])
-        elif st == ST_I16:
-            pi16 = ptr_like(addr, np.int16(0))
-            for j in range(n):
-                pi16[off + j * s] = np.int16(buf[b + j])
-        elif st == ST_I8:
-            pi8 = ptr_like(addr, np.int8(0))
-            for j in range(n):
-                pi8[off + j * s] = np.int8(buf[b + j])
-        elif st == ST_U8:
-            pu8 = ptr_like(addr, np.uint8(0))
-            for j in range(n):
-                pu8[off + j * s] = np.uint8(buf[b + j] & 0xFF)
-        elif st == ST_BOOL:
-            pbool = ptr_like(addr, np.uint8(0))
-            for j in range(n):
-                pbool[off + j * s] = np.uint8(buf[b + j] != 0)
-        elif st == ST_F32:
-            p32 = ptr_like(addr, np.float32(0))
-            for j in range(n):
-                p32[off + j * s] = np.float32(buf[b + j])
-        elif st == ST_F64:
-            p64 = ptr_like(addr, np.float64(0))
-            for j in range(n):
-                p64[off + j * s] = np.float64(buf[b + j])
-        elif st == ST_F16:
-            ph = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                ph[off + j * s] = np.uint16(f64_to_half(np.float64(buf[b + j])))
-        else:
-            pb = ptr_like(addr, np.uint16(0))
-            for j in range(n):
-                pb[off + j * s] = np.uint16(f64_to_bf16(np.float64(buf[b + j])))
+        store_run(addr, st, w[SEG + 5 * q + 1], s, n, buf, b, narrow_c)
         b += n
 
 

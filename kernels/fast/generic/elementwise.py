@@ -35,8 +35,8 @@ import numpy as np
 from numba import njit
 
 from kernels.fast.generic.elem_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH, STR, VD,
-                                          WORDS, _gather_f, _gather_i, _round_chunk, _scatter_f,
-                                          _scatter_i, _stack, _words, _wrap_chunk)
+                                          WORDS, _gather, _round_chunk, _scatter, _stack, _words,
+                                          _wrap_chunk)
 from kernels.fast.generic.elem_math import _cf1, _cf2, _cf3, _ci1, _ci2, _ci3
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, ST_F32, bits_to_f64, desc, elem_size,
                              is_float_st, load_f64, load_i64, ptr_like, resize_to)
@@ -226,15 +226,15 @@ def anyelem_kernel(block):
                     w[CNT + i] = 0
         if fpath:
             if skip & 1 == 0:
-                _gather_f(fx, addr0, st0, w, col0, nseg, s0)
+                _gather(fx, addr0, st0, w, col0, nseg, s0)
                 if block[8] >= 0:
                     _round_chunk(fx, filled, block[8])
             if nin > 1:
-                _gather_f(fy, addr1, st1, w, col1, nseg, s1)
+                _gather(fy, addr1, st1, w, col1, nseg, s1)
                 if block[9] >= 0:
                     _round_chunk(fy, filled, block[9])
             if nin > 2:
-                _gather_f(fz, addr2, st2, w, col2, nseg, s2)
+                _gather(fz, addr2, st2, w, col2, nseg, s2)
                 if block[10] >= 0:
                     _round_chunk(fz, filled, block[10])
             if nin == 1:
@@ -245,18 +245,18 @@ def anyelem_kernel(block):
                 _cf3(op, fx, fy, fz, fr, filled)
             if rdt >= 0:
                 _round_chunk(fr, filled, rdt)
-            _scatter_f(fr, o[0], o[1], w, nseg, so)
+            _scatter(fr, o[0], o[1], w, nseg, so)
         else:
             if skip & 1 == 0:
-                _gather_i(ix, addr0, st0, w, col0, nseg, s0)
+                _gather(ix, addr0, st0, w, col0, nseg, s0)
                 if block[8] >= 0:
                     _wrap_chunk(ix, filled, block[8])
             if nin > 1:
-                _gather_i(iy, addr1, st1, w, col1, nseg, s1)
+                _gather(iy, addr1, st1, w, col1, nseg, s1)
                 if block[9] >= 0:
                     _wrap_chunk(iy, filled, block[9])
             if nin > 2:
-                _gather_i(iz, addr2, st2, w, col2, nseg, s2)
+                _gather(iz, addr2, st2, w, col2, nseg, s2)
                 if block[10] >= 0:
                     _wrap_chunk(iz, filled, block[10])
             if nin == 1:
@@ -269,6 +269,6 @@ def anyelem_kernel(block):
                 _ci3(op, ix, iy, iz, ir_, filled)
             if rdt >= 0:
                 _wrap_chunk(ir_, filled, rdt)
-            _scatter_i(ir_, o[0], o[1], w, nseg, so)
+            _scatter(ir_, o[0], o[1], w, nseg, so)
         done += filled
     return OK

@@ -1,5 +1,5 @@
 """Data movement, part 1: op codes, scratch layout, and copying one iteration space
-(bytes, or a cast through float64/int64 rows).
+(bytes, or a cast through float64/int64 runs of ``kernels.fast.runs``).
 """
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import numpy as np
 from numba import njit
 
 from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, advance, copy_nd, simplify, start
-from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32,
-                             ST_I64, elem_size, f32_from_bits, f32_to_bits, f64_to_i32, f64_to_int,
-                             is_float_st, ptr_like)
+from kernels.fast.nb import elem_size, is_float_st, ptr_like
+from kernels.fast.runs import load_run, narrow_c, store_run
 
 
 SCR = 768
@@ -27,145 +26,6 @@ SPECIAL = (OP_REPEAT, OP_PSHUF, OP_PUNSHUF, OP_VIEW)  # iteration dims are not o
 
 
 # ---- copying one iteration space: bytes, or a cast -------------------------------------
-
-@njit(inline="always")
-def _half_to_f32(h):
-    """IEEE half bits -> float32 (exact)."""
-    sign = (h & 0x8000) << 16
-    e = (h >> 10) & 0x1F
-    m = h & 0x3FF
-    if e == 0:  # zero and subnormals: m * 2**-24
-        v = np.float32(m) * np.float32(5.960464477539063e-08)
-        return -v if sign != 0 else v
-    if e == 31:
-        bits = sign | 0x7F800000 | (m << 13)
-    else:
-        bits = sign | ((e + 112) << 23) | (m << 13)
-    return f32_from_bits(np.int32(np.uint32(bits)))
-
-
-@njit(inline="always")
-def _f32_to_half(f):
-    """float32 -> IEEE half bits, round to nearest even (as c10::Half)."""
-    x = np.int64(f32_to_bits(f)) & 0xFFFFFFFF
-    sign = (x >> 16) & 0x8000
-    x &= 0x7FFFFFFF
-    if x >= 0x7F800000:  # inf, nan
-        return sign | (0x7E00 if x > 0x7F800000 else 0x7C00)
-    if x >= 0x477FF000:  # >= 65520: rounds to inf
-        return sign | 0x7C00
-    if x < 0x38800000:  # below 2**-14: a subnormal half, in units of 2**-24
-        return sign | np.int64(np.rint(np.float64(f32_from_bits(np.int32(x))) * 16777216.0))
-    x -= 0x38000000  # rebias the exponent, then round 23 mantissa bits to 10
-    return sign | ((x + 0xFFF + ((x >> 13) & 1)) >> 13)
-
-
-@njit(inline="always")
-def _bf16_to_f32(h):
-    return f32_from_bits(np.int32(np.uint32(h << 16)))
-
-
-@njit(inline="always")
-def _f32_to_bf16(f):
-    if f != f:
-        return 0x7FC0
-    u = np.int64(f32_to_bits(f)) & 0xFFFFFFFF
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
-
-
-@njit
-def _load_row(sp, sst, off, step, bf, bi, m):
-    """``m`` elements ``sp[off + j * step]`` into ``bf`` (float sources, as float64) or ``bi``
-    (integer/bool sources, as int64): one dtype switch per row, not per element."""
-    if sst == ST_F32:
-        p4 = ptr_like(sp, np.float32(0))
-        for j in range(m):
-            bf[j] = p4[off + j * step]
-    elif sst == ST_F64:
-        p8 = ptr_like(sp, np.float64(0))
-        for j in range(m):
-            bf[j] = p8[off + j * step]
-    elif sst == ST_F16:
-        ph = ptr_like(sp, np.uint16(0))
-        for j in range(m):
-            bf[j] = _half_to_f32(np.int64(ph[off + j * step]))
-    elif sst == ST_BF16:
-        pb = ptr_like(sp, np.uint16(0))
-        for j in range(m):
-            bf[j] = _bf16_to_f32(np.int64(pb[off + j * step]))
-    elif sst == ST_I64:
-        q8 = ptr_like(sp, np.int64(0))
-        for j in range(m):
-            bi[j] = q8[off + j * step]
-    elif sst == ST_I32:
-        q4 = ptr_like(sp, np.int32(0))
-        for j in range(m):
-            bi[j] = q4[off + j * step]
-    elif sst == ST_I16:
-        q2 = ptr_like(sp, np.int16(0))
-        for j in range(m):
-            bi[j] = q2[off + j * step]
-    elif sst == ST_I8:
-        q1 = ptr_like(sp, np.int8(0))
-        for j in range(m):
-            bi[j] = q1[off + j * step]
-    else:  # uint8, bool
-        u1 = ptr_like(sp, np.uint8(0))
-        for j in range(m):
-            bi[j] = u1[off + j * step]
-
-
-@njit
-def _store_row(dp, dst, off, step, bf, bi, m, fl):
-    """Store ``m`` values from ``bf`` (``fl``) or ``bi`` as ``dst`` (C++ static_cast:
-    float -> int truncates toward zero, integers wrap, -> bool is != 0)."""
-    if dst == ST_F32:
-        p4 = ptr_like(dp, np.float32(0))
-        for j in range(m):
-            p4[off + j * step] = np.float32(bf[j]) if fl else np.float32(bi[j])
-    elif dst == ST_F64:
-        p8 = ptr_like(dp, np.float64(0))
-        for j in range(m):
-            p8[off + j * step] = bf[j] if fl else np.float64(bi[j])
-    elif dst == ST_F16:  # through float32, as C++ converts double -> Half
-        ph = ptr_like(dp, np.uint16(0))
-        for j in range(m):
-            ph[off + j * step] = np.uint16(_f32_to_half(np.float32(bf[j]) if fl
-                                                        else np.float32(bi[j])))
-    elif dst == ST_BF16:
-        pb = ptr_like(dp, np.uint16(0))
-        for j in range(m):
-            pb[off + j * step] = np.uint16(_f32_to_bf16(np.float32(bf[j]) if fl
-                                                        else np.float32(bi[j])))
-    elif dst == ST_BOOL:
-        u1 = ptr_like(dp, np.uint8(0))
-        for j in range(m):
-            u1[off + j * step] = np.uint8(bf[j] != 0.0) if fl else np.uint8(bi[j] != 0)
-    else:
-        if fl:
-            for j in range(m):
-                bi[j] = f64_to_int(bf[j]) if dst == ST_I64 else f64_to_i32(bf[j])
-        if dst == ST_I64:
-            q8 = ptr_like(dp, np.int64(0))
-            for j in range(m):
-                q8[off + j * step] = bi[j]
-        elif dst == ST_I32:
-            q4 = ptr_like(dp, np.int32(0))
-            for j in range(m):
-                q4[off + j * step] = np.int32(bi[j])
-        elif dst == ST_I16:
-            q2 = ptr_like(dp, np.int16(0))
-            for j in range(m):
-                q2[off + j * step] = np.int16(bi[j])
-        elif dst == ST_I8:
-            q1 = ptr_like(dp, np.int8(0))
-            for j in range(m):
-                q1[off + j * step] = np.int8(bi[j])
-        else:
-            u1 = ptr_like(dp, np.uint8(0))
-            for j in range(m):
-                u1[off + j * step] = np.uint8(bi[j] & 0xFF)
-
 
 @njit
 def _convert_nd(sp, sst, dp, dst, w, nd):
@@ -187,8 +47,12 @@ def _convert_nd(sp, sst, dp, dst, w, nd):
     for _ in range(outer):
         for c0 in range(0, n, CH):
             m = min(CH, n - c0)
-            _load_row(sp, sst, so + c0 * si, si, bf, bi, m)
-            _store_row(dp, dst, do + c0 * di, di, bf, bi, m, fl)
+            if fl:  # float sources through float64, the others through int64
+                load_run(bf, 0, sp, sst, so + c0 * si, si, m)
+                store_run(dp, dst, do + c0 * di, di, m, bf, 0, narrow_c)
+            else:
+                load_run(bi, 0, sp, sst, so + c0 * si, si, m)
+                store_run(dp, dst, do + c0 * di, di, m, bi, 0, narrow_c)
         so, do = advance(w, last, so, do)
 
 

@@ -44,27 +44,11 @@ from kernels.fast.generic.spatial_io import (_is_float, _ld, _ldi, _ldx, _lp, _o
                                              _stx)
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_I64, desc, is_float_st, lazy,
                              ptr_like, resize_like, scratch)
+from kernels.fast.pool import _out_size, _tap_range
 
 
 # ---- pooling ----------------------------------------------------------------------------
 P_AVG, P_MAX, P_ADAPT, P_MAXBWD = range(4)
-
-
-@njit(inline="always")
-def _out_size(size, k, s, p, d, ceil_mode):
-    num = size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
-    out = num // s + 1
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1
-    return out
-
-
-@njit(inline="always")
-def _tap_range(start, k, d, size):
-    """Taps t in [t0, t1) with 0 <= start + t*d < size."""
-    t0 = (-start + d - 1) // d if start < 0 else 0
-    t1 = (size - start + d - 1) // d if start + (k - 1) * d >= size else k
-    return t0, max(t0, t1)
 
 
 @njit

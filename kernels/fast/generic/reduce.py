@@ -48,9 +48,10 @@ from kernels.fast.generic.reduce_io import (A_F32, A_F64, A_I64, CH, FLOAT_ST, F
                                             RED_WORDS, R_ANY, R_ARGMAX, R_ARGMIN, R_MAX, R_MAXDIM,
                                             R_MEAN, R_MIN, R_MINDIM, R_PROD, R_SUM, SUPPORTED, U,
                                             W_KC, W_KN, W_KO, W_KO2, W_KX, W_OSZ, W_RC, W_RN, W_RX,
-                                            W_WORDS, _put_i, load_run, st_acc)
+                                            W_WORDS, _put_i, st_acc)
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, desc, lazy, ptr_like, resize_to,
                              scratch)
+from kernels.fast.runs import load_run
 from kernels.promote import category, compute_dtype
 
 
@@ -215,7 +216,7 @@ def _slot(op, xa, st, xb, sc, nr, cnt, buf):
         c = 0
         while c < inner_n and not stop:
             n = min(CH, inner_n - c)
-            load_run(xa, st, off + c * inner_s, inner_s, n, buf)
+            load_run(buf, 0, xa, st, off + c * inner_s, inner_s, n)
             if op == R_SUM or op == R_MEAN:
                 for k in range(n):
                     acc += buf[U(k)]

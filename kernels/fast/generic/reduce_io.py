@@ -1,5 +1,5 @@
-"""Reduction kernels, shared part: op codes, scratch layout, typed element access and
-chunked load/store runs.
+"""Reduction kernels, shared part: op codes, scratch layout and typed element access
+(runs of elements convert through ``kernels.fast.runs``).
 """
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
-                             ST_I8, ST_U8, bf16_to_f64, f64_to_bf16, f64_to_half, f64_to_int,
-                             half_to_f64, load_f64, load_i64, ptr_like, store_f64, store_i64)
+                             ST_I8, ST_U8, load_f64, load_i64, ptr_like, store_f64, store_i64)
 
 
 SUPPORTED = (ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F16, ST_F32, ST_F64, ST_BOOL, ST_BF16)
@@ -114,110 +113,3 @@ def _st_acc(addr, st, i, v):
     if isinstance(v, types.Integer):
         return lambda addr, st, i, v: _put_i(addr, st, i, np.int64(v))
     return lambda addr, st, i, v: _put_f(addr, st, i, np.float64(v))
-
-
-def cvt(v, m):
-    """``v`` converted to ``m``'s type as numpy's astype does (floats to int64 truncate;
-    NaN and out-of-range give 0) (numba only)."""
-    raise NotImplementedError
-
-
-@overload(cvt)
-def _cvt(v, m):
-    if m == types.float32:
-        return lambda v, m: np.float32(v)
-    if m == types.float64:
-        return lambda v, m: np.float64(v)
-    if m == types.int64 and isinstance(v, types.Float):
-        return lambda v, m: f64_to_int(np.float64(v))
-    if m == types.int64:
-        return lambda v, m: np.int64(v)
-    return None
-
-
-@njit
-def load_run(addr, st, off, step, n, buf):
-    """buf[:n] = elements off, off+step, ... converted to buf's type: one dtype switch per
-    run, then a typed loop."""
-    m = buf[0]
-    if st == ST_F32:
-        p = ptr_like(addr, np.float32(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_F64:
-        p = ptr_like(addr, np.float64(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_I64:
-        p = ptr_like(addr, np.int64(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_I32:
-        p = ptr_like(addr, np.int32(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_I16:
-        p = ptr_like(addr, np.int16(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_I8:
-        p = ptr_like(addr, np.int8(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_U8 or st == ST_BOOL:
-        p = ptr_like(addr, np.uint8(0))
-        for i in range(n):
-            buf[U(i)] = cvt(p[off + i * step], m)
-    elif st == ST_BF16:
-        p = ptr_like(addr, np.uint16(0))
-        for i in range(n):
-            buf[U(i)] = cvt(bf16_to_f64(np.int64(p[off + i * step])), m)
-    else:
-        p = ptr_like(addr, np.uint16(0))
-        for i in range(n):
-            buf[U(i)] = cvt(half_to_f64(np.int64(p[off + i * step])), m)
-
-
-@njit
-def store_run(addr, st, off, step, n, buf):
-    """Elements off, off+step, ... = buf[:n] converted to scalar type ``st`` (C++ casts)."""
-    if st == ST_F32:
-        p = ptr_like(addr, np.float32(0))
-        for i in range(n):
-            p[off + i * step] = np.float32(buf[U(i)])
-    elif st == ST_F64:
-        p = ptr_like(addr, np.float64(0))
-        for i in range(n):
-            p[off + i * step] = np.float64(buf[U(i)])
-    elif st == ST_BOOL:
-        p = ptr_like(addr, np.uint8(0))
-        for i in range(n):
-            p[off + i * step] = np.uint8(buf[U(i)] != 0)
-    elif st == ST_F16:
-        p = ptr_like(addr, np.uint16(0))
-        for i in range(n):
-            p[off + i * step] = np.uint16(f64_to_half(np.float64(buf[U(i)])))
-    elif st == ST_BF16:
-        p = ptr_like(addr, np.uint16(0))
-        for i in range(n):
-            p[off + i * step] = np.uint16(f64_to_bf16(np.float64(buf[U(i)])))
-    elif st == ST_I64:
-        p = ptr_like(addr, np.int64(0))
-        for i in range(n):
-            p[off + i * step] = cvt(buf[U(i)], np.int64(0))
-    elif st == ST_I32:  # integers wrap, as C++ casts do
-        p = ptr_like(addr, np.int32(0))
-        for i in range(n):
-            p[off + i * step] = np.int32(cvt(buf[U(i)], np.int64(0)))
-    elif st == ST_I16:
-        p = ptr_like(addr, np.int16(0))
-        for i in range(n):
-            p[off + i * step] = np.int16(cvt(buf[U(i)], np.int64(0)))
-    elif st == ST_I8:
-        p = ptr_like(addr, np.int8(0))
-        for i in range(n):
-            p[off + i * step] = np.int8(cvt(buf[U(i)], np.int64(0)))
-    else:
-        p = ptr_like(addr, np.uint8(0))
-        for i in range(n):
-            p[off + i * step] = np.uint8(cvt(buf[U(i)], np.int64(0)) & 0xFF)

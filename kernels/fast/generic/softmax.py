@@ -11,9 +11,10 @@ from numba import carray, njit
 from kernels.fast import register_fast
 from kernels.fast.generic.cumsum import _lines, _next_line
 from kernels.fast.generic.reduce import _is_int, _ok, seg_extreme
-from kernels.fast.generic.reduce_io import FLOAT_ST, U, W_WORDS, load_run, store_run
+from kernels.fast.generic.reduce_io import FLOAT_ST, U, W_WORDS
 from kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, resize_like,
                              scratch, sum_seg)
+from kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
 # ---- softmax / log_softmax ------------------------------------------------------------------
@@ -70,7 +71,7 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
     xb = 0
     ob = 0
     for t in range(lines):
-        load_run(x[0], x[1], xb, xs, n, buf)
+        load_run(buf, 0, x[0], x[1], xb, xs, n)
         mxm = cast_like(seg_extreme(buf, n, True), m)
         for k in range(n):
             buf[U(k)] = np.float64(cast_like(buf[U(k)], m) - mxm)
@@ -94,7 +95,7 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
             s = sum_seg(buf, 0, n)
             for k in range(n):
                 buf[U(k)] = buf[U(k)] / s
-        store_run(o[0], o[1], ob, os_, n, buf)
+        store_run(o[0], o[1], ob, os_, n, buf, 0, narrow_wrap)
         xb, ob = _next_line(sc, nk, xb, ob)
     return OK
 
