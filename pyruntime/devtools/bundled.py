@@ -114,6 +114,10 @@ def _compare(name, i, outputs, expected, rtol, atol) -> CaseResult:
                                   f"output {j}: {int(bad.sum())} of {exp.size} elements differ; "
                                   f"at {list(map(int, idx))} got {got[idx].item()!r}, expected "
                                   f"{exp[idx].item()!r} (rtol={rtol:g}, atol={atol:g})")
+        elif isinstance(got, np.ndarray):  # a scalar expected where the method gives a tensor
+            return CaseResult(name, i, False, float("nan"),
+                              f"output {j}: got a {got.dtype}{list(got.shape)} tensor, expected "
+                              f"{type(exp).__name__} {exp!r}")
         elif got != exp and not (isinstance(exp, float) and exp != exp and got != got):
             return CaseResult(name, i, False, worst, f"output {j}: got {got!r}, expected {exp!r}")
     return CaseResult(name, i, True, worst)

@@ -58,6 +58,14 @@ def test_wrong_expected_output_fails(cnn, tmp_path, capsys):
     assert results[1].max_abs_err == pytest.approx(0.25, rel=1e-4)
 
 
+def test_scalar_expected_for_a_tensor_output_fails_cleanly(cnn):
+    # fuzz case bundled 26571: the bundle expects a scalar where forward returns a tensor
+    data = serialize_bundled_program(cnn.pte_path.read_bytes(),
+                                     {"forward": [(cnn.calls[0], [1.5])]})
+    (result,) = load_bundled_program(data).verify(tier="reference")
+    assert not result.passed and "tensor, expected float 1.5" in result.message
+
+
 def test_our_writer_matches_executorch_byte_for_byte(cnn):
     ours = serialize_bundled_program(cnn.pte_path.read_bytes(),
                                      {"forward": list(zip(cnn.calls, cnn.expected))})
