@@ -19,6 +19,34 @@ TILE = 32
 
 # ---- the strided copy engine ------------------------------------------------------
 
+@njit
+def expand_view(a, want, at, n, dst, size_at, stride_at):
+    """``a`` broadcast to the ``n`` sizes ``want[at:at + n]`` (-1 keeps a dim): sizes to
+    ``dst[size_at:]``, strides to ``dst[stride_at:]`` (0 for new leading dims and expanded
+    size-1 dims); False if ``a`` does not broadcast to them."""
+    lead = n - a[2]
+    if lead < 0:
+        return False
+    for i in range(n):
+        v = want[at + i]
+        if i < lead:
+            if v < 0:
+                return False
+            dst[stride_at + i] = 0
+        else:
+            have = a[8 + i - lead]
+            if v == -1:
+                v = have
+            if v == have:
+                dst[stride_at + i] = a[24 + i - lead]
+            elif have == 1 and v >= 0:
+                dst[stride_at + i] = 0
+            else:
+                return False
+        dst[size_at + i] = v
+    return True
+
+
 @njit(inline="always")
 def view_sizes(block, first, n, numel, w):
     """The sizes of a view of ``numel`` elements, ``block[first:first + n]`` with at most one

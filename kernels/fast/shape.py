@@ -26,7 +26,7 @@ from numba import carray, njit
 from kernels.fast import register_fast
 from kernels.fast.context import IntSlot
 from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_nd, dst_strides,
-                                      scratch, view_sizes)
+                                      expand_view, scratch, view_sizes)
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
                              ST_I64, desc, is_contiguous, lazy, ptr_like, resize_like, resize_to)
 
@@ -183,27 +183,14 @@ def view_kernel(block):
             w[W_SZ + i] = a[8 + p]
             w[W_SS + i] = a[24 + p]
     elif op == OP_EXPAND or op == OP_COPY_INTO:
-        nd = block[5] if op == OP_EXPAND else o[2]
-        lead = nd - na
-        if lead < 0:
+        if op == OP_EXPAND:
+            nd = block[5]
+            fits = expand_view(a, block, 6, nd, w, W_SZ, W_SS)
+        else:
+            nd = o[2]
+            fits = expand_view(a, o, 8, nd, w, W_SZ, W_SS)
+        if not fits:
             return INVALID_ARGUMENT
-        for i in range(nd):
-            want = block[6 + i] if op == OP_EXPAND else o[8 + i]
-            if i < lead:
-                if want < 0:
-                    return INVALID_ARGUMENT
-                w[W_SS + i] = 0
-            else:
-                have = a[8 + i - lead]
-                if want == -1:
-                    want = have
-                if want == have:
-                    w[W_SS + i] = a[24 + i - lead]
-                elif have == 1 and want >= 0:
-                    w[W_SS + i] = 0
-                else:
-                    return INVALID_ARGUMENT
-            w[W_SZ + i] = want
     elif op == OP_SLICE:
         d = block[5]
         step = block[8]

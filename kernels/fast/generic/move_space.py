@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from kernels.fast.copy_engine import W_OUT, view_sizes
+from kernels.fast.copy_engine import W_OUT, expand_view, view_sizes
 from kernels.fast.generic.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
                                             OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE, OP_PSHUF,
                                             OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
@@ -261,22 +261,8 @@ def _build_view(op, block, a, s):
             s[V_S + i] = a[24 + p]
     elif op == OP_EXPAND:
         n = block[4]
-        lead = n - nd
-        for i in range(n):
-            want = block[5 + i]
-            if i < lead:
-                s[V_S + i] = 0
-            else:
-                have = a[8 + i - lead]
-                if want == -1:
-                    want = have
-                if want == have:
-                    s[V_S + i] = a[24 + i - lead]
-                elif have == 1 and want >= 0:
-                    s[V_S + i] = 0
-                else:
-                    return INVALID_ARGUMENT, nd, off
-            s[V_N + i] = want
+        if not expand_view(a, block, 5, n, s, V_N, V_S):
+            return INVALID_ARGUMENT, nd, off
         nd = n
     elif op == OP_SLICE:
         d = block[4]
