@@ -165,6 +165,63 @@ def vs_xnnpack_lines(rows):
     return lines
 
 
+# ---- the machine's GEMM speed, for scale -----------------------------------------------------
+# float32 matrix products, 512 x 512 x 512: OpenBLAS's sgemm (numpy, FMA where the CPU has it)
+# at 1 and 2 threads, and the fast tier's ordered gemm (kernels.fast.ordered: each output a
+# running sum in k order, no FMA, as ExecuTorch's portable kernels compute it), one thread.
+_GEMM_CHILD = """
+import sys, time
+import numpy as np
+n, which = 512, sys.argv[1]
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((2, n, n)).astype(np.float32)
+if which == "blas":
+    fn = lambda: a @ b
+else:
+    from kernels.fast.ordered import gemm_scratch, ordered_gemm
+    c = np.empty((n, n), np.float32)
+    S = np.empty(gemm_scratch(n, n, n), np.float32)
+    z = np.float32(0)
+    fn = lambda: ordered_gemm(n, n, n, a.ctypes.data, n, 1, b.ctypes.data, n, 1, c.ctypes.data,
+                              n, S, z, 4)
+    fn()
+    assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+fn()
+ts = []
+for _ in range(15):
+    t0 = time.perf_counter()
+    fn()
+    ts.append(time.perf_counter() - t0)
+print("RESULT", 2 * n ** 3 / min(ts) / 1e9)
+"""
+
+
+def gemm_gflops():
+    """[(what, GFLOP/s)]: OpenBLAS sgemm at 1 and 2 threads, the ordered gemm at 1."""
+    import subprocess
+
+    out = []
+    for what, which, threads in (("OpenBLAS sgemm, 1 thread", "blas", 1),
+                                 ("OpenBLAS sgemm, 2 threads", "blas", 2),
+                                 ("fast tier ordered gemm, 1 thread", "ordered", 1)):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": str(threads),
+               "OMP_NUM_THREADS": str(threads)}
+        p = subprocess.run([sys.executable, "-c", _GEMM_CHILD, which], capture_output=True,
+                           text=True, cwd=str(ROOT), env=env)
+        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        if not line:
+            print(f"gemm {what}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
+            continue
+        out.append((what, float(line[0].split()[1])))
+        print(f"gemm 512^3 {what}: {out[-1][1]:.1f} GFLOP/s", flush=True)
+    return out
+
+
+def gemm_lines(rows):
+    return ["", "Scale: float32 GEMM on this machine (512 x 512 x 512, best of 15): " + "; ".join(
+        f"{what} {g:.0f} GFLOP/s" for what, g in rows) + "."]
+
+
 # ---- startup (issue 16) -------------------------------------------------------------------
 # A new process: import pyruntime, load the portable .pte on the fast tier, execute once, with
 # the kernels in the on-disk cache (a priming run fills it first). Optionally (--startup-cold)
@@ -311,6 +368,7 @@ def main(argv=None) -> int:
                      f"{_ms(r.load_warm_s)} | {t2} |")
     if args.vs_xnnpack:
         lines += vs_xnnpack_lines(vs_xnnpack(args.vs_xnnpack, args.rounds or 20))
+        lines += gemm_lines(gemm_gflops())
     if args.startup:
         lines += startup_lines(startup(args.startup, cold=args.startup_cold))
     Path(args.out).write_text("\n".join(lines) + "\n")
