@@ -15,22 +15,35 @@ this process ever parsing it: on some corruptions ``QnnSystemContext_getBinaryIn
 returns uninitialized memory and a later free corrupts the heap, a crash or not
 depending on the process's heap (a 10,000-case fuzz campaign found two such binaries:
 refused cleanly in the child, ``free(): invalid pointer`` in the parent). The child
-runs with glibc's ``MALLOC_PERTURB_`` so that uninitialized heap memory is never
-zero there, which turns more of those into a crash in the child. It costs one process
-start and one execution per new binary.
+reads the binary's metadata with glibc's malloc perturbation on (``mallopt(M_PERTURB)``,
+as ``MALLOC_PERTURB_`` sets it) so that uninitialized heap memory is never zero there,
+which turns more of those into a crash in the child. Only that call: QNN allocates so
+much around it that perturbing the whole child doubled the cost of a binary.
+
+The children are forked by one server process per library folder, started on first
+use, that has imported the bridge and opened the libraries (without calling them: no
+thread of theirs runs in it), so a new binary costs a fork, the metadata read, one
+context and one execution: about 0.06 s here (0.47 s with a Python start per binary
+and the whole child perturbed).
 
     python -m delegates.qnn.verify <library folder> <binary file> [soc model]
+    python -m delegates.qnn.verify --serve <library folder>   # the server (see _serve)
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import hashlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import traceback
 
 import numpy as np
 
@@ -40,6 +53,7 @@ from delegates.qnn.payload import BACKEND
 ENV = "PYRUNTIME_QNN_VERIFY"
 TIMEOUT_ENV = "PYRUNTIME_QNN_VERIFY_TIMEOUT"
 REFUSED = 10  # the child's exit status when QNN returned an error
+PERTURB_BYTE = 165  # what the metadata read's heap blocks are filled with
 _verified: set = set()
 _lock = threading.Lock()
 
@@ -64,37 +78,101 @@ def verify(folder: str, binary: np.ndarray, soc_model: int = 0) -> None:
     with tempfile.NamedTemporaryFile(prefix="qnn_verify_", suffix=".bin") as f:
         f.write(memoryview(np.ascontiguousarray(binary)))
         f.flush()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   MALLOC_PERTURB_="165")
-        env.pop(ENV, None)
         timeout = _timeout()
+        rc, stderr = _server(folder).check(f.name, soc_model, timeout)
+    if rc is None:
+        raise ExecuTorchError(
+            ErrorCode.InvalidProgram,
+            f"{BACKEND}: the QNN library did not finish opening and running this context "
+            f"binary within {timeout:.0f} s in a verification process "
+            f"(${ENV}); not loaded")
+    if rc < 0:
         try:
-            r = subprocess.run([sys.executable, "-m", "delegates.qnn.verify", folder, f.name,
-                                str(soc_model)], env=env, capture_output=True, text=True,
-                               timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ExecuTorchError(
-                ErrorCode.InvalidProgram,
-                f"{BACKEND}: the QNN library did not finish opening and running this context "
-                f"binary within {timeout:.0f} s in a verification process "
-                f"(${ENV}); not loaded") from None
-    if r.returncode < 0:
-        try:
-            sig = signal.Signals(-r.returncode).name
+            sig = signal.Signals(-rc).name
         except ValueError:
-            sig = f"signal {-r.returncode}"
+            sig = f"signal {-rc}"
         raise ExecuTorchError(
             ErrorCode.InvalidProgram,
             f"{BACKEND}: the QNN library crashed ({sig}) opening or running this context binary "
             f"in a verification process (${ENV}); not loaded")
-    if r.returncode == REFUSED:  # QNN refused it: say why, never parse it here
-        raise _refusal(r.stderr)
-    if r.returncode != 0:
+    if rc == REFUSED:  # QNN refused it: say why, never parse it here
+        raise _refusal(stderr)
+    if rc != 0:
         raise ExecuTorchError(ErrorCode.Internal,
                               f"{BACKEND}: the verification process failed (exit "
-                              f"{r.returncode}): {r.stderr[-500:]}")
+                              f"{rc}): {stderr[-500:]}")
     with _lock:
         _verified.add((folder, digest, soc_model))
+
+
+class _Server:
+    """The client side of a verification server: one request at a time, a line of JSON
+    each way. A server that died is started again on the next request."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.lock = threading.Lock()
+        self.proc = None
+        self.log = None
+
+    def _start(self) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # a server without threads
+        env.pop(ENV, None)
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, "-m", "delegates.qnn.verify", "--serve",
+                                      self.folder], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, env=env)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.log):
+                f.close()
+            self.proc = None
+
+    def check(self, path: str, soc_model: int, timeout: float) -> tuple:
+        """(exit status of the child that opened and ran ``path``, or None if it did not
+        finish within ``timeout`` s; what it wrote)."""
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self.stop()
+                self._start()
+            request = json.dumps([path, soc_model, timeout]) + "\n"
+            try:
+                self.proc.stdin.write(request.encode())
+                self.proc.stdin.flush()
+                ready, _, _ = select.select([self.proc.stdout], [], [], timeout + 60)
+                line = self.proc.stdout.readline() if ready else b""
+            except OSError:
+                line = b""
+            if not line:  # the server itself failed (never seen): say what it wrote
+                self.log.seek(0)
+                tail = self.log.read()[-500:].decode("utf-8", "replace")
+                self.stop()
+                raise ExecuTorchError(ErrorCode.Internal,
+                                      f"{BACKEND}: the verification server stopped "
+                                      f"answering (${ENV}): {tail}")
+            got = json.loads(line)
+            return got["rc"], got["stderr"]
+
+
+_servers: dict = {}
+
+
+def _server(folder: str) -> _Server:
+    with _lock:
+        if folder not in _servers:
+            _servers[folder] = _Server(folder)
+        return _servers[folder]
+
+
+@atexit.register
+def _stop_servers() -> None:
+    for s in list(_servers.values()):
+        s.stop()
 
 
 def _refusal(stderr: str) -> ExecuTorchError:
@@ -118,6 +196,7 @@ def _child(folder: str, path: str, soc_model: int) -> int:
     binary = np.fromfile(path, np.uint8)
     lib = library.load_library(folder, "verify")
     try:
+        context.read_binary_info(lib, binary, perturb=PERTURB_BYTE)
         ctx = context.acquire(lib, 0, binary, "verification", soc_model)
         backend = QnnBackend()
         for name in ctx.info.graphs:
@@ -134,5 +213,61 @@ def _child(folder: str, path: str, soc_model: int) -> int:
     return 0
 
 
+def _serve(folder: str) -> int:
+    """Answer each request line ``[binary file, soc model, timeout]`` with
+    ``{"rc": exit status or null, "stderr": ...}`` from a child forked for it."""
+    # the answers get a descriptor of their own: the libraries print to stdout
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    from cython_ext.tensor import ETensor  # noqa: F401 - imported once, here
+    from delegates.qnn import backend, context, library  # noqa: F401
+
+    for name in (library.HTP, library.SYSTEM):
+        try:
+            ctypes.CDLL(os.path.join(folder, name))
+        except OSError:
+            pass  # the child reports it
+    for line in sys.stdin:
+        path, soc_model, timeout = json.loads(line)
+        rc, err = _fork_child(folder, path, int(soc_model), float(timeout))
+        answers.write(json.dumps({"rc": rc, "stderr": err}) + "\n")
+        answers.flush()
+    return 0
+
+
+def _fork_child(folder: str, path: str, soc_model: int, timeout: float) -> tuple:
+    with tempfile.TemporaryFile() as log:
+        pid = os.fork()
+        if pid == 0:  # the child: its output goes to the log, never to the server's pipe
+            code = 1
+            try:
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
+                sys.stdout = sys.stderr = open(2, "w", closefd=False)
+                code = _child(folder, path, soc_model)
+            except BaseException:  # noqa: BLE001 - reported as the child's failure
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        deadline, delay = time.monotonic() + timeout, 0.0005
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                rc = None
+                break
+            time.sleep(delay)
+            delay = min(2 * delay, 0.01)
+        log.seek(0)
+        return rc, log.read()[-4000:].decode("utf-8", "replace")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        sys.exit(_serve(sys.argv[2]))
     sys.exit(_child(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0))

@@ -566,6 +566,60 @@ def test_a_binary_refused_in_verification_is_never_parsed_here(monkeypatch):
     assert "QnnBackend" in e.value.message and "parsed in this process" not in str(e.value)
 
 
+def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
+    """The server forks a child per binary: one killed by a signal comes back as that
+    signal, one past the timeout is killed and comes back as None, and what a child
+    printed (QNN prints to stdout too) comes back as its output, never on the answer
+    pipe. Checked on the forking function itself, with the child's work replaced."""
+    import os
+    import signal
+
+    from delegates.qnn import verify
+
+    def segfault(*a):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    def chatty(*a):
+        print("from stdout")
+        print(json.dumps({"code": 35, "message": "refused"}), file=sys.stderr)
+        return verify.REFUSED
+
+    monkeypatch.setattr(verify, "_child", segfault)
+    assert verify._fork_child("lib", "bin", 0, 30)[0] == -signal.SIGSEGV
+    monkeypatch.setattr(verify, "_child", lambda *a: time.sleep(60))
+    t0 = time.perf_counter()
+    assert verify._fork_child("lib", "bin", 0, 0.3)[0] is None
+    assert time.perf_counter() - t0 < 10
+    monkeypatch.setattr(verify, "_child", chatty)
+    rc, out = verify._fork_child("lib", "bin", 0, 30)
+    assert rc == verify.REFUSED and "from stdout" in out
+    err = verify._refusal(out)
+    assert err.code == ErrorCode(35) and err.message == "refused"
+
+
+@needs_fixtures
+def test_verification_server_is_started_once():
+    """Each new binary is checked by a child of one server process per library folder,
+    and a binary checked once is not checked again."""
+    from delegates.qnn import verify
+
+    lib = library.get_library()
+    binaries = []
+    for name in ("mlp_int8", "cnn_bn_fp16"):
+        blob, _ = delegate(Q.get_fixture(name))
+        binaries.append(np.frombuffer(bytes(parse_payload(blob).binary), np.uint8))
+    verify.verify(lib.folder, binaries[0])
+    server = verify._server(lib.folder)
+    pid = server.proc.pid
+    verify.verify(lib.folder, binaries[1])
+    verify.verify(lib.folder, binaries[0])
+    assert server.proc.pid == pid and server.proc.poll() is None
+    server.stop()  # a stopped (or dead) server is started again on the next binary
+    verify._verified.clear()
+    verify.verify(lib.folder, binaries[1])
+    assert server.proc is not None and server.proc.pid != pid
+
+
 def test_backend_options():
     b = QnnBackend()
     assert b.get_option("verify") is False
