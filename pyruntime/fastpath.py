@@ -27,6 +27,7 @@ from cython_ext.tensor import ETensor
 from kernels.fast import dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
 from kernels.fast.jit import KernelNotReady, compile_now, is_ready
+from pyruntime import fusion
 from pyruntime.progress import CompileNotice, background_notice
 from pyruntime.values import ListRef
 
@@ -98,6 +99,30 @@ class FastPlan:
                 self._setup(pc, c, n, ins, values, dynamic)
         if self.pending:
             self._request()
+        # load-time fusion (``pyruntime.fusion``): (conv pc, fused (fn, block), other pcs)
+        self.fusions = []
+        self.fused = False
+        for pc, members, out in fusion.find_groups(self):
+            r = fusion.bind_group(self, pc, members, out)
+            if r is not None:
+                self.fusions.append((pc, r, members))
+        self.set_fused(True)
+
+    def set_fused(self, on: bool) -> bool:
+        """Run the fused groups as one kernel each (True), or instruction by instruction
+        as the program says (False: what an event tracer sees). Returns the old setting.
+        ``kernels`` always holds the unfused kernels."""
+        was = self.fused
+        if on != was and self.fusions:
+            for pc, r, members in self.fusions:
+                self.loop.set_kernel(pc, *(r if on else self.kernels[pc]))
+                for p in members:
+                    if on:
+                        self.loop.set_nop(p)
+                    else:
+                        self.loop.set_kernel(p, *self.kernels[p])
+            self.fused = on
+        return was
 
     def _setup(self, pc, c, n, ins, values, dynamic):
         kind, fn, args, nargs, lists, name, src_pc = ins

@@ -34,7 +34,12 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # weight packed per group for ``ordered_gemm`` at load when it is a constant, else 0; B_WK:
 # how it is packed (``ordered.PK_*``), read only when B_WT is set)
 B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
-    B_WT, B_WK = range(16)
+    B_WT, B_WK, B_EP, B_EPF, B_MOVE = range(19)
+# A fused epilogue (``bind_fused``): B_EP, when not 0, is the address of the per-channel
+# constants ``_epilogue`` reads; B_EPF says which parts are fused (EP_* bits; 0: none);
+# B_MOVE, when not 0, is the descriptor the result is then moved to (B_OUT is the conv's
+# own out: the final one overlaps the input).
+EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8
 
 
 @njit(inline="always")
@@ -81,9 +86,32 @@ def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 
 @njit
+def _epilogue(of, base, L, oc, O, ep, flags):
+    """What the fused instructions would do to output channel ``oc``'s ``L`` values at
+    ``of[base:]``, in one pass, in their order and types: the conv's bias, batch norm as
+    ``_native_batch_norm_legit_no_training`` computes it ((x - mean) * invstd * weight +
+    bias), then hardtanh/clamp or relu (NaN passes through both). ``ep`` holds, per
+    channel, [bias | mean | invstd | weight | bias | lo | hi] (``bind_fused``); a part
+    not fused holds its identity (bias -0.0, batch norm (0, 1, 1, -0.0), bounds -inf/inf:
+    exact for every value, -0.0 and NaN included), so one branch-free loop serves all."""
+    cb, mu, inv = ep[oc], ep[O + oc], ep[2 * O + oc]
+    wc, bc, lo, hi = ep[3 * O + oc], ep[4 * O + oc], ep[5 * O + oc], ep[6 * O + oc]
+    if flags & EP_RELU:
+        for i in range(L):
+            v = ((of[base + i] + cb) - mu) * inv * wc + bc
+            of[base + i] = v if v > 0 or v != v else 0
+    else:  # the unary kernel's clamp: min(max(v, lo), hi), NaN kept
+        for i in range(L):
+            v = ((of[base + i] + cb) - mu) * inv * wc + bc
+            v = lo if v < lo else v
+            of[base + i] = hi if v > hi else v
+
+
+@njit
 def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
-               OH, OW, zero, item):
-    """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order.
+               OH, OW, zero, item, ep, flags):
+    """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order,
+    then the fused epilogue (if any) on the block while it is recent.
     ``buf`` holds the im2col columns, then the gemm's own scratch."""
     L = OH * OW
     og, kg = O // g, Cg * KH * KW
@@ -106,6 +134,10 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
             ordered_gemm(og, L, kg, w[0] + gi * og * kg * item, kg, 1, pb, L, 1,
                          o[0] + (n * O + gi * og) * L * item, L, gscr, zero, item,
                          wt + gi * wstep if wt else 0, wk if wt else 0)
+            if flags:
+                of = ptr_like(o[0], zero)
+                for oc in range(gi * og, (gi + 1) * og):
+                    _epilogue(of, (n * O + oc) * L, L, oc, O, ep, flags)
 
 
 @njit
@@ -127,11 +159,12 @@ def _pad_plane(dst, xp, xb, H, W, ph, pw):
 
 @njit
 def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero,
-            item):
+            item, ep, flags):
     """One input channel per group: every output row is a sum over the kernel taps of
     strided input rows, read from a zero-padded copy of the plane when there is padding,
     added tap by tap onto the zeroed out. 3x3 kernels (most depthwise convolutions) sum
-    their nine taps in registers, left to right: the same sum."""
+    their nine taps in registers, left to right: the same sum. The fused epilogue (if
+    any) runs on each plane as soon as it is done."""
     pad = ptr_like(buf.ctypes.data, zero)
     Hp = H + 2 * ph
     tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) if ph or pw else 0) * item, zero)
@@ -139,7 +172,6 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
     wf = ptr_like(w[0], zero)
     of = ptr_like(o[0], zero)
     og = O // g
-    Wp = W + 2 * pw
     for n in range(N):
         for oc in range(O):
             xb = (n * C + oc // og) * H * W
@@ -150,65 +182,74 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
             else:
                 src, sb = xp, xb
             ob = (n * O + oc) * OH * OW
-            wb = oc * KH * KW
-            if KH == 3 and KW == 3 and sh == 1 and sw == 1:
-                # stride 1: the plane as one flat row of Wp-wide rows, so the vector loop runs
-                # over OH * Wp positions (not OW); the Wp - OW wrapped columns per row are
-                # computed into ``tmp`` and dropped
-                w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
-                w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
-                w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
-                r1, r2 = dh * Wp, 2 * dh * Wp
-                for p in range((OH - 1) * Wp + OW):
-                    q = sb + p
-                    tmp[p] = (w0 * src[q] + w1 * src[q + dw] + w2 * src[q + 2 * dw]
-                              + w3 * src[q + r1] + w4 * src[q + r1 + dw]
-                              + w5 * src[q + r1 + 2 * dw] + w6 * src[q + r2]
-                              + w7 * src[q + r2 + dw] + w8 * src[q + r2 + 2 * dw])
-                for oh in range(OH):
-                    orow = ob + oh * OW
-                    for ow in range(OW):
-                        of[orow + ow] += tmp[oh * Wp + ow]
+            _direct_plane(src, sb, wf, oc * KH * KW, of, ob, tmp, W + 2 * pw, KH, KW, sh, sw,
+                          dh, dw, OH, OW)
+            if flags:
+                _epilogue(of, ob, OH * OW, oc, O, ep, flags)
+
+
+@njit
+def _direct_plane(src, sb, wf, wb, of, ob, tmp, Wp, KH, KW, sh, sw, dh, dw, OH, OW):
+    """One output plane of ``_direct`` (at ``of[ob:]``, zeroed) from its input plane at
+    ``src[sb:]`` (``Wp`` wide) and its taps at ``wf[wb:]``."""
+    if KH == 3 and KW == 3 and sh == 1 and sw == 1:
+        # stride 1: the plane as one flat row of Wp-wide rows, so the vector loop runs
+        # over OH * Wp positions (not OW); the Wp - OW wrapped columns per row are
+        # computed into ``tmp`` and dropped
+        w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
+        w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
+        w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
+        r1, r2 = dh * Wp, 2 * dh * Wp
+        for p in range((OH - 1) * Wp + OW):
+            q = sb + p
+            tmp[p] = (w0 * src[q] + w1 * src[q + dw] + w2 * src[q + 2 * dw]
+                      + w3 * src[q + r1] + w4 * src[q + r1 + dw]
+                      + w5 * src[q + r1 + 2 * dw] + w6 * src[q + r2]
+                      + w7 * src[q + r2 + dw] + w8 * src[q + r2 + 2 * dw])
+        for oh in range(OH):
+            orow = ob + oh * OW
+            for ow in range(OW):
+                of[orow + ow] += tmp[oh * Wp + ow]
+        return
+    if KH == 3 and KW == 3:
+        w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
+        w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
+        w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
+        for oh in range(OH):
+            r0 = sb + oh * sh * Wp
+            r1 = r0 + dh * Wp
+            r2 = r1 + dh * Wp
+            orow = ob + oh * OW
+            if sw == 2 and dw == 1:  # literal strides: LLVM vectorizes the even/odd
+                for ow in range(OW):  # loads (1.5x the generic loop)
+                    c = ow * 2
+                    of[orow + ow] += (w0 * src[r0 + c] + w1 * src[r0 + c + 1]
+                                      + w2 * src[r0 + c + 2] + w3 * src[r1 + c]
+                                      + w4 * src[r1 + c + 1] + w5 * src[r1 + c + 2]
+                                      + w6 * src[r2 + c] + w7 * src[r2 + c + 1]
+                                      + w8 * src[r2 + c + 2])
                 continue
-            if KH == 3 and KW == 3:
-                w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
-                w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
-                w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
-                for oh in range(OH):
-                    r0 = sb + oh * sh * Wp
-                    r1 = r0 + dh * Wp
-                    r2 = r1 + dh * Wp
-                    orow = ob + oh * OW
-                    if sw == 2 and dw == 1:  # literal strides: LLVM vectorizes the even/odd
-                        for ow in range(OW):  # loads (1.5x the generic loop)
-                            c = ow * 2
-                            of[orow + ow] += (w0 * src[r0 + c] + w1 * src[r0 + c + 1]
-                                              + w2 * src[r0 + c + 2] + w3 * src[r1 + c]
-                                              + w4 * src[r1 + c + 1] + w5 * src[r1 + c + 2]
-                                              + w6 * src[r2 + c] + w7 * src[r2 + c + 1]
-                                              + w8 * src[r2 + c + 2])
-                        continue
+            for ow in range(OW):
+                c = ow * sw
+                of[orow + ow] += (w0 * src[r0 + c] + w1 * src[r0 + c + dw]
+                                  + w2 * src[r0 + c + 2 * dw] + w3 * src[r1 + c]
+                                  + w4 * src[r1 + c + dw] + w5 * src[r1 + c + 2 * dw]
+                                  + w6 * src[r2 + c] + w7 * src[r2 + c + dw]
+                                  + w8 * src[r2 + c + 2 * dw])
+        return
+    for oh in range(OH):
+        orow = ob + oh * OW
+        for ki in range(KH):
+            r = sb + (oh * sh + ki * dh) * Wp
+            for kj in range(KW):
+                wv = wf[wb + ki * KW + kj]
+                s = r + kj * dw
+                if sw == 1:
                     for ow in range(OW):
-                        c = ow * sw
-                        of[orow + ow] += (w0 * src[r0 + c] + w1 * src[r0 + c + dw]
-                                          + w2 * src[r0 + c + 2 * dw] + w3 * src[r1 + c]
-                                          + w4 * src[r1 + c + dw] + w5 * src[r1 + c + 2 * dw]
-                                          + w6 * src[r2 + c] + w7 * src[r2 + c + dw]
-                                          + w8 * src[r2 + c + 2 * dw])
-                continue
-            for oh in range(OH):
-                orow = ob + oh * OW
-                for ki in range(KH):
-                    r = sb + (oh * sh + ki * dh) * Wp
-                    for kj in range(KW):
-                        wv = wf[wb + ki * KW + kj]
-                        s = r + kj * dw
-                        if sw == 1:
-                            for ow in range(OW):
-                                of[orow + ow] += wv * src[s + ow]
-                        else:
-                            for ow in range(OW):
-                                of[orow + ow] += wv * src[s + ow * sw]
+                        of[orow + ow] += wv * src[s + ow]
+                else:
+                    for ow in range(OW):
+                        of[orow + ow] += wv * src[s + ow * sw]
 
 
 @njit
@@ -277,6 +318,9 @@ def _conv(block, zero, item):
     if Cg == 1 or x[3] == 0:
         for i in range(N * O * L):
             of[i] = zero
+    # a fused epilogue (``bind_fused``): per channel once its values are done
+    flags = block[B_EPF] if block[B_EP] else 0
+    ep = ptr_like(block[B_EP] if flags else o[0], zero)
     if x[3] != 0:
         pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
         if Cg == 1:
@@ -292,11 +336,15 @@ def _conv(block, zero, item):
             buf = np.full(need, zero)
         if Cg == 1:
             _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
-                    zero, item)
+                    zero, item, ep, flags)
         else:
             wt = block[B_WT]
             _gemm_conv(buf, x, w, wt, block[B_WK] if wt else 0, o, N, C, H, W, O, g, Cg, KH,
-                       KW, sh, sw, ph, pw, dh, dw, OH, OW, zero, item)
+                       KW, sh, sw, ph, pw, dh, dw, OH, OW, zero, item, ep, flags)
+    elif flags:
+        for n in range(N):
+            for oc in range(O):
+                _epilogue(of, (n * O + oc) * L, L, oc, O, ep, flags)
     if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
         b = desc(block[B_BIAS])
         if b[3] != O:
@@ -308,7 +356,28 @@ def _conv(block, zero, item):
                 base = (n * O + oc) * L
                 for i in range(L):
                     of[base + i] += v
+    if block[B_MOVE] != 0:
+        d = desc(block[B_MOVE])
+        st = resize_to(d, (N, O, OH, OW), 4) if nd == 4 else resize_to(d, (N, O, OW), 3)
+        if st != OK:
+            return st
+        _move(d[0], o[0], N * O * L, zero)
     return OK
+
+
+@njit
+def _move(pd, ps, n, zero):
+    """memmove of ``n`` elements: the final out may overlap the conv's out (the plan
+    reuses dead memory)."""
+    if pd == ps:
+        return
+    dst, src = ptr_like(pd, zero), ptr_like(ps, zero)
+    if pd < ps:
+        for i in range(n):
+            dst[i] = src[i]
+    else:
+        for i in range(n - 1, -1, -1):
+            dst[i] = src[i]
 
 
 def conv_kernel(block):
@@ -371,9 +440,8 @@ def _scratch(ctx, nbytes):
     return cur
 
 
-@register_fast("aten::convolution.out")
-def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
-                     output_padding, groups, out):  # noqa: A002 - schema names
+def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed, groups, out):
+    """The argument block of a convolution ``_conv`` runs (up to B_WK), or None."""
     dt = out.dtype
     if transposed or dt not in FLOATS or input.ndim not in (3, 4):
         return None
@@ -397,7 +465,83 @@ def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transp
     nelem = scratch_elems(weight.shape[0] // groups, weight.shape[1], kern, sp, stride, padding,
                           dilation)
     scratch, nbytes = _scratch(ctx, nelem * dt.itemsize) if nelem else (0, 0)
-    return ctx.bind(lazy(conv_kernel), [
-        0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
-        ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
-        groups, scratch, nbytes // dt.itemsize, wt, wk])
+    return [0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
+            ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0],
+            dilation[1], groups, scratch, nbytes // dt.itemsize, wt, wk]
+
+
+@register_fast("aten::convolution.out")
+def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
+                     output_padding, groups, out):  # noqa: A002 - schema names
+    words = _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
+                        groups, out)
+    return None if words is None else ctx.bind(lazy(conv_kernel), words + [0, 0, 0])
+
+
+def _constant(t, n, dt):
+    """``t``'s values when it is a constant (read-only storage) vector of ``n`` ``dt``."""
+    if t is None or t.storage is None or t.storage.flags.writeable or t.dtype != dt \
+            or t.shape != (n,) or not t.is_contiguous():
+        return None
+    return t.numpy()
+
+
+def bind_fused(ctx, conv, bn, act, out, conv_out=None):
+    """One kernel for a convolution, the batch norm reading it and the activation reading
+    that, written straight to the last one's ``out`` (the instructions and conditions are
+    ``pyruntime.fusion``'s). ``conv``: the convolution's arguments without its out;
+    ``bn``: (weight, bias, running_mean, running_var, eps) of
+    ``_native_batch_norm_legit_no_training`` or None; ``act``: ("clamp", min, max),
+    ("relu",) or None. The per-channel constants are read here, so the bias and the batch
+    norm's tensors must be constants. The values are bit for bit the unfused ones: the same
+    float operations on each element, in the same order (``_epilogue``). With
+    ``conv_out`` (when ``out`` overlaps the input, which is read while results are
+    written), the kernel writes there and then moves the result to ``out``. None if not
+    fusable."""
+    input, weight, bias, stride, padding, dilation, transposed, _, groups = conv
+    if conv_out is not None and (conv_out.dtype != out.dtype or conv_out.shape != out.shape
+                                 or not out.is_contiguous()):
+        return None
+    words = _conv_words(ctx, input, weight, None, stride, padding, dilation, transposed,
+                        groups, out if conv_out is None else conv_out)
+    if words is None:
+        return None
+    dt, O = out.dtype, weight.shape[0]
+    # per channel: conv bias, batch norm mean, invstd, weight, bias, clamp lo, hi; each
+    # part not fused holds its exact identity (see _epilogue)
+    ep = np.empty((7, O), dt)
+    ep[:] = np.array([-0.0, 0.0, 1.0, 1.0, -0.0, -np.inf, np.inf], dt)[:, None]
+    flags = 0
+    if bias is not None:
+        b = _constant(bias, O, dt)
+        if b is None:
+            return None
+        ep[0], flags = b, flags | EP_BIAS
+    if bn is not None:
+        w, b, mean, var, eps = bn
+        mean, var = _constant(mean, O, dt), _constant(var, O, dt)
+        if mean is None or var is None or not isinstance(eps, float):
+            return None
+        w = np.ones(O, dt) if w is None else _constant(w, O, dt)
+        b = np.zeros(O, dt) if b is None else _constant(b, O, dt)
+        if w is None or b is None:
+            return None
+        # as batch_norm_kernel: invstd in float64, rounded once to the dtype
+        ep[1], ep[2] = mean, (1.0 / np.sqrt(var.astype(np.float64) + eps)).astype(dt)
+        ep[3], ep[4] = w, b
+        flags |= EP_BN
+    if act is not None:
+        if act[0] == "relu":
+            flags |= EP_RELU
+        else:
+            lo, hi = act[1], act[2]
+            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v != v
+                   for v in (lo, hi)):
+                return None  # (the unary kernel's binder refuses NaN bounds too)
+            ep[5], ep[6] = dt.type(lo), dt.type(hi)  # as the unary kernel rounds them
+            flags |= EP_CLAMP
+    if not flags:
+        return None
+    ctx.scratch.append(ep)
+    move = 0 if conv_out is None else ctx.desc(out)
+    return ctx.bind(lazy(conv_kernel), words + [ep.ctypes.data, flags, move])

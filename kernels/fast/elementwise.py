@@ -265,10 +265,9 @@ def _un(op, x, lo, hi):
         return math.sqrt(x) if x >= 0 else math.nan
     if op == U_RSQRT:
         return 1 / math.sqrt(x) if x >= 0 else math.nan
-    if op == U_CLAMP:
-        if x != x:
-            return x
-        return lo if x < lo else (hi if x > hi else x)
+    if op == U_CLAMP:  # min(max(x, lo), hi) as ExecuTorch: crossed bounds give hi, NaN stays
+        x = lo if x < lo else x
+        return hi if x > hi else x
     if op == U_GELU:
         return c_gelu(x)
     if op == U_GELU_TANH:
@@ -289,7 +288,8 @@ def _unary_typed(op, a, o, lo, hi, m):
         if op == U_CLAMP:  # hardtanh/ReLU6 of every CNN: its own loop, so it vectorizes
             for i in range(n):
                 v = x[i]
-                z[i] = v if v != v else (lo if v < lo else (hi if v > hi else v))
+                v = lo if v < lo else v
+                z[i] = hi if v > hi else v
             return OK
         if op == U_RELU:
             for i in range(n):
@@ -352,14 +352,22 @@ for _name, _op, _ints in (("relu", U_RELU, True), ("sigmoid", U_SIGMOID, False),
     register_fast(f"aten::{_name}.out")(_unary_binder(_op, _ints))
 
 
+def _bounds_ok(lo, hi):
+    """Numbers, not NaN (a NaN bound makes every element NaN: the reference kernel's)."""
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+               for v in (lo, hi))
+
+
 @register_fast("aten::hardtanh.out")
 def bind_hardtanh(ctx, self, min_val, max_val, out):
+    if not _bounds_ok(min_val, max_val):
+        return None
     return _bind_unary(ctx, U_CLAMP, self, out, min_val, max_val)
 
 
 @register_fast("aten::clamp.out")
 def bind_clamp(ctx, self, min, max, out):  # noqa: A002 - schema names
-    if min is None or max is None or isinstance(min, bool) or isinstance(max, bool):
+    if not _bounds_ok(min, max):
         return None
     return _bind_unary(ctx, U_CLAMP, self, out, min, max)
 

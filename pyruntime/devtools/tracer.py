@@ -177,6 +177,13 @@ class EventTracer:
         """The fast tier's loop in Python: its compiled kernels called one by one (so the
         dump holds what the fast tier computes), Python instructions via its callback."""
         fp = m._fast
+        fused = fp.set_fused(False)  # every instruction runs, and is seen, on its own
+        try:
+            self._run_fast_loop(m, fp, block)
+        finally:
+            fp.set_fused(fused)
+
+    def _run_fast_loop(self, m, fp, block) -> None:
         kinds = fp.loop.kinds()
         calls = self._kernels.get(fp)
         if calls is None:

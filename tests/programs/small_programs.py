@@ -125,6 +125,46 @@ def _scalar_input():
     return M(), (torch.ones(2), 3), {}
 
 
+def _conv_fusion():
+    """Every shape of conv + batch norm + activation the fast tier fuses, and ones it must
+    not: a conv output also returned, a batch norm output read twice, clamp bounds
+    crossed (min > max)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(5)
+
+    def bn(c):
+        b = nn.BatchNorm2d(c)
+        b.running_mean.uniform_(-1, 1)
+        b.running_var.uniform_(0.5, 2)
+        b.weight.data.uniform_(0.5, 1.5)
+        b.bias.data.uniform_(-0.5, 0.5)
+        return b
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), bn(8)  # + ReLU6
+            self.c2, self.b2 = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=True), bn(8)
+            self.c3 = nn.Conv2d(8, 16, 1)  # conv (bias) + relu
+            self.c4, self.b4 = nn.Conv2d(16, 8, 1, bias=False), bn(8)  # conv + bn only
+            self.c5, self.b5 = nn.Conv2d(8, 8, 3, stride=2, padding=1, bias=False), bn(8)
+            self.c6 = nn.Conv2d(8, 4, 1)
+
+        def forward(self, x):
+            a = nn.functional.relu6(self.b1(self.c1(x)))
+            b = nn.functional.hardtanh(self.b2(self.c2(a)), -1.0, 2.0)
+            c = torch.relu(self.c3(b))
+            d = self.b4(self.c4(c)) + a
+            raw = self.c5(d)  # returned too: not fused
+            e = torch.relu(self.b5(raw))
+            f = torch.clamp(self.c6(e), 1.0, -1.0)  # crossed bounds: not fused
+            return e, raw, f
+
+    return M(), (torch.randn(2, 3, 12, 12),), {}
+
+
 def _export(builder, config=None):
     import torch
     from executorch.exir import to_edge
@@ -166,6 +206,7 @@ BUILDERS = {
     "big_chain": lambda: _export(_big_chain),
     "chain400": lambda: _export(_chain400),
     "unplanned_inputs": _unplanned_inputs,
+    "conv_fusion": lambda: _export(_conv_fusion),
 }
 
 

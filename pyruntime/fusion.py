@@ -1,0 +1,144 @@
+"""Load-time fusion on the fast tier: convolution + batch norm + clamp/relu as one kernel.
+
+A CNN exported for ExecuTorch's portable kernels runs each convolution as three
+instructions: the convolution, ``_native_batch_norm_legit_no_training`` on its
+output, then ``hardtanh`` (ReLU6) or ``relu`` on that, each a full pass over the
+activation (MobileNetV2: 52 batch norms and 35 clamps, 14% of its time). Where
+the pattern allows, the convolution's kernel runs the other two on each output
+channel as soon as it is computed (``kernels.fast.conv.bind_fused``), writing the
+last instruction's out directly; the other two become no-ops. The numbers are
+the unfused ones, bit for bit: the same float operations per element in the same
+order (a fold of the batch norm into the weights would not be).
+
+A group is fused only when nothing can tell the difference:
+
+* the instructions are adjacent in one chain and no jump lands between them;
+* each intermediate (the convolution's out; the batch norm's three outs) is
+  read by the next instruction of the group only, and is no method output;
+* every tensor involved has data at load; where the final out overlaps the
+  convolution's input (the plan may reuse its memory: the input is dead by then,
+  but the kernel reads it while writing), the kernel writes the convolution's own
+  out and moves the result (a copy pass instead of two);
+* the bias and the batch norm's tensors are constants (read at load), and each
+  instruction of the group also compiled on its own.
+
+An event tracer sees the unfused instructions (``FastPlan.set_fused(False)``
+while it runs), so every intermediate is observable when tracing asks for it.
+"""
+from __future__ import annotations
+
+from cython_ext.tensor import ETensor
+from pyruntime.values import ListRef
+
+CONV = "aten::convolution.out"
+BN = "aten::_native_batch_norm_legit_no_training.out"
+ACTS = ("aten::hardtanh.out", "aten::clamp.out", "aten::relu.out")
+KERNEL, MOVE, JUMP_FALSE, FREE = 0, 2, 3, 4  # instruction kinds (pyruntime.fastpath)
+
+
+def _references(flat, values) -> dict:
+    """value index -> how many instructions name it (any argument, list items too)."""
+    refs: dict = {}
+    for _, _, (kind, fn, args, nargs, lists, name, _) in flat:
+        if kind == MOVE:
+            named = {fn, args}
+        elif kind in (JUMP_FALSE, FREE):
+            named = {fn}
+        else:
+            named = set()
+            for j in args if isinstance(args, (list, tuple)) else ():
+                named.add(j)
+                v = values[j]
+                if isinstance(v, ListRef):
+                    named.update(v.items)
+        for j in named:
+            refs[j] = refs.get(j, 0) + 1
+    return refs
+
+
+def _overlap(a: ETensor, b: ETensor) -> bool:
+    pa, pb = a.data_ptr(), b.data_ptr()
+    return pa < pb + b.capacity_bytes and pb < pa + a.capacity_bytes
+
+
+def find_groups(plan) -> list:
+    """[(conv pc, [pcs of the batch norm and/or activation], final out index)] of a
+    ``FastPlan`` whose instructions are set up (see the module doc)."""
+    flat, values = plan.flat, plan.m.values
+    refs = _references(flat, values)
+    outputs = set(plan.m.outputs) | set(plan.m.inputs)
+    targets = set()  # jump destinations (absolute pcs)
+    for pc, (c, _, (kind, fn, args, *_rest)) in enumerate(flat):
+        if kind == JUMP_FALSE:
+            targets.add(plan.offsets[c] + args)
+
+    def ins(pc):
+        return flat[pc][2] if pc < len(flat) else None
+
+    def private(j, count=2):
+        return refs.get(j, 0) == count and j not in outputs
+
+    groups = []
+    pc = 0
+    while pc < len(flat):
+        kind, _, args, nargs, _, name, _ = ins(pc)
+        if kind != KERNEL or name != CONV or nargs != 10:
+            pc += 1
+            continue
+        chain = flat[pc][0]
+        members, cur = [], args[9]
+        nxt = pc + 1
+        step = ins(nxt)
+        if step and flat[nxt][0] == chain and nxt not in targets and step[0] == KERNEL \
+                and step[5] == BN and step[3] == 10 and step[2][0] == cur \
+                and private(cur) and all(private(j, 1) for j in step[2][8:10]):
+            members.append(nxt)
+            cur = step[2][7]
+            nxt += 1
+            step = ins(nxt)
+        if step and flat[nxt][0] == chain and nxt not in targets and step[0] == KERNEL \
+                and step[5] in ACTS and step[2][0] == cur and private(cur):
+            members.append(nxt)
+            cur = step[2][step[3] - 1]
+        if members and _fusable(plan, pc, members, cur):
+            groups.append((pc, members, cur))
+            pc = members[-1] + 1
+        else:
+            pc += 1
+    return groups
+
+
+def _fusable(plan, pc, members, out) -> bool:
+    values = plan.m.values
+    pcs = [pc] + members
+    if any(p not in plan.kernels or p in plan.pending for p in pcs):
+        return False  # each must compile alone (the tracer runs them so)
+    tensors = [values[j] for p in pcs for j in plan.flat[p][2][2][:plan.flat[p][2][3]]
+               if isinstance(values[j], ETensor)]
+    return all(t.storage is not None for t in tensors)
+
+
+def bind_group(plan, pc, members, out):
+    """(fn, block) of the fused kernel for a group, or None."""
+    from kernels.fast.conv import bind_fused
+
+    values = plan.m.values
+    conv = [values[j] for j in plan.flat[pc][2][2][:9]]
+    for k in (3, 4, 5, 7):  # int lists
+        if isinstance(conv[k], ListRef):
+            conv[k] = conv[k].resolve(values)
+    bn = act = None
+    for p in members:
+        _, _, args, _, _, name, _ = plan.flat[p][2]
+        if name == BN:
+            w, b, mean, var, _momentum, eps = (values[j] for j in args[1:7])
+            bn = (w, b, mean, var, eps)
+        elif name == "aten::relu.out":
+            act = ("relu",)
+        else:
+            act = ("clamp", values[args[1]], values[args[2]])
+    if act is not None and act[0] == "clamp" and (act[1] is None or act[2] is None):
+        return None
+    x, conv_out, final = conv[0], values[plan.flat[pc][2][2][9]], values[out]
+    return bind_fused(plan.ctx, conv, bn, act, final,
+                      conv_out if _overlap(final, x) else None)

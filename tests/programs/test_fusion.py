@@ -1,0 +1,105 @@
+"""Load-time conv + batch norm + activation fusion on the fast tier (``pyruntime.fusion``).
+
+The fused kernel must give the unfused instructions' numbers bit for bit (and so
+ExecuTorch's), including NaN, infinities and crossed clamp bounds; fuse only where
+nothing can tell; and an event tracer must see every instruction's own output.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import pyruntime
+from kernels.fast import conv as C
+from pyruntime.devtools import EventTracer
+from tests.programs.fixtures import get_fixture
+from tests.programs.small_programs import small_program
+
+# conv_fusion (small_programs._conv_fusion), instruction by instruction:
+#  0 conv 1 bn 2 hardtanh | 3 conv(depthwise, bias) 4 bn 5 hardtanh | 6 conv(bias) 7 relu
+#  8 conv 9 bn 10 add | 11 conv (its out is returned) 12 bn 13 relu | 14 conv 15 clamp(1, -1)
+EXPECTED_GROUPS = [(0, [1, 2]), (3, [4, 5]), (6, [7]), (8, [9]), (14, [15])]
+
+
+def _bits(arrays):
+    return [np.ascontiguousarray(a).view(np.uint8) for a in arrays]
+
+
+def _inputs(seed):
+    x = np.random.default_rng(seed).standard_normal((2, 3, 12, 12)).astype(np.float32) * 3
+    x[0, 0, 3, 3], x[1, 2, 5, 5], x[0, 1, 0, 0], x[1, 1, 1, 1] = np.nan, np.inf, -np.inf, -0.0
+    x[1, 0, 7:9, 7:9] = 3e38  # overflows to inf in the sums
+    return x
+
+
+@pytest.fixture(scope="module")
+def fusion_program():
+    pte, _ = small_program("conv_fusion")
+    return pyruntime.Runtime.get().load_program(pte), pte
+
+
+def test_groups_fused_where_nothing_can_tell(fusion_program):
+    prog, _ = fusion_program
+    fp = prog.load_method("forward", tier="fast")._fast
+    assert [(pc, members) for pc, _, members in fp.fusions] == EXPECTED_GROUPS
+    assert fp.fused
+    # conv 6's final out reuses its input's memory: that group writes the conv's own out
+    # and moves the result
+    moves = {pc: (ctypes.c_int64 * 19).from_address(r[1])[C.B_MOVE] != 0
+             for pc, r, _ in fp.fusions}
+    assert moves[6] and not moves[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fused_equals_unfused_reference_and_executorch(fusion_program, seed):
+    from executorch.runtime import Runtime as ETRuntime
+    import torch
+
+    prog, pte = fusion_program
+    x = _inputs(seed)
+    m = prog.load_method("forward", tier="fast")
+    fused = [np.array(o) for o in m.execute([x])]
+    m._fast.set_fused(False)
+    unfused = [np.array(o) for o in m.execute([x])]
+    ref = [np.array(o) for o in prog.load_method("forward", tier="reference").execute([x])]
+    et = [o.numpy() for o in ETRuntime.get().load_program(str(pte)).load_method("forward")
+          .execute([torch.from_numpy(x)])]
+    assert any(np.isnan(o).any() for o in fused)  # the special values reached the outputs
+    for name, other in (("unfused", unfused), ("reference tier", ref), ("executorch", et)):
+        for i, (a, b) in enumerate(zip(_bits(fused), _bits(other))):
+            assert np.array_equal(a, b), f"output {i}: fused differs from {name}"
+
+
+def test_tracer_sees_every_instruction(fusion_program):
+    """While traced, the method runs unfused: the batch norm's and the clamp's own outputs
+    are in the dump, equal to the reference tier's; untraced runs are fused again."""
+    prog, _ = fusion_program
+    x = _inputs(2)
+    dumps = {}
+    for tier in ("fast", "reference"):
+        tracer = EventTracer()
+        m = tracer.load_method(prog, "forward", tier=tier)
+        m.execute([x])
+        dumps[tier] = tracer.etdump().executions[0].instruction_outputs()
+        if tier == "fast":
+            assert m._fast.fused  # back on after the traced run
+    fast, ref = dumps["fast"], dumps["reference"]
+    for pc in (1, 2, 4, 5, 7, 9, 15):  # instructions a fused group skips
+        assert (0, pc) in fast, f"instruction {pc} not in the fast tier's dump"
+        for a, b in zip(_bits(fast[(0, pc)]), _bits(ref[(0, pc)])):
+            assert np.array_equal(a, b), f"instruction {pc}"
+
+
+def test_mobilenet_v2_fused_bit_identical():
+    fx = get_fixture("mobilenet_v2")
+    m = pyruntime.Runtime.get().load_program(fx.pte_path).load_method(fx.method, tier="fast")
+    assert len(m._fast.fusions) >= 40  # of 52 convolutions
+    for inputs, expected in zip(fx.calls, fx.expected):
+        m._fast.set_fused(True)
+        fused = [np.array(o) for o in m.execute(inputs)]
+        m._fast.set_fused(False)
+        unfused = [np.array(o) for o in m.execute(inputs)]
+        for a, b, e in zip(_bits(fused), _bits(unfused), _bits(expected)):
+            assert np.array_equal(a, b) and np.array_equal(a, e)
