@@ -103,24 +103,27 @@ def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
         if not missing:
             m = prog.load_method(name, tier="fast")
             kinds = m._fast.loop.kinds()
+            fused_into = {p for _, _, members in m._fast.fusions for p in members}
             for pc, (_, _, ins) in enumerate(m._fast.flat):
                 if ins[0] == 0:  # a KernelCall
-                    c = compiled.setdefault(ins[5], [0, 0, 0])
-                    c[{0: 0, 3: 2}.get(kinds[pc], 1)] += 1  # compiled / reference / folded
+                    c = compiled.setdefault(ins[5], [0, 0, 0, 0])
+                    # compiled / reference / folded / fused into a convolution
+                    c[3 if pc in fused_into else {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
         for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             if op in missing:
                 close = ", ".join(closest_names(op))
                 w(f"    {n:5d}  {op}: MISSING (closest: {close or 'none'})\n")
             else:
-                fast, ref, folded = compiled.get(op, (0, n, 0))
+                fast, ref, folded, fused = compiled.get(op, (0, n, 0, 0))
                 extra = f", {folded} folded into constant views" if folded else ""
+                extra += f", {fused} fused into the convolution before" if fused else ""
                 w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference{extra}\n")
         if missing:
             w(f"  {len(missing)} operator(s) have no kernel: the method cannot load\n")
         else:
-            total = sum(v[0] + v[2] for v in compiled.values())
+            total = sum(v[0] + v[2] + v[3] for v in compiled.values())
             w(f"  {total} of {sum(meta.operator_counts.values())} kernel calls compiled "
-              "(or folded away)\n")
+              "(or folded or fused away)\n")
 
 
 def _planned(info) -> str:

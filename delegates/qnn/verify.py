@@ -15,16 +15,19 @@ this process ever parsing it: on some corruptions ``QnnSystemContext_getBinaryIn
 returns uninitialized memory and a later free corrupts the heap, a crash or not
 depending on the process's heap (a 10,000-case fuzz campaign found two such binaries:
 refused cleanly in the child, ``free(): invalid pointer`` in the parent). The child
-reads the binary's metadata with glibc's malloc perturbation on (``mallopt(M_PERTURB)``,
-as ``MALLOC_PERTURB_`` sets it) so that uninitialized heap memory is never zero there,
-which turns more of those into a crash in the child. Only that call: QNN allocates so
-much around it that perturbing the whole child doubled the cost of a binary.
+runs with glibc's malloc perturbation (``MALLOC_PERTURB_``) so that uninitialized heap
+memory is never zero there, which turns more of those into a crash in the child, and
+takes large blocks from ``mmap`` (``MALLOC_MMAP_THRESHOLD_``: perturbing the
+simulator's big heap buffers doubled the cost of a binary). Each input and output
+buffer has canary bytes on both sides, checked after the run (a graph writing past
+its tensors is refused), and the child frees every context, the device and the
+backend before it exits, so that glibc's checks on free meet heap damage there rather
+than in this process's later frees.
 
 The children are forked by one server process per library folder, started on first
 use, that has imported the bridge and opened the libraries (without calling them: no
-thread of theirs runs in it), so a new binary costs a fork, the metadata read, one
-context and one execution: about 0.06 s here (0.47 s with a Python start per binary
-and the whole child perturbed).
+thread of theirs runs in it), so a new binary costs a fork, one context, one execution
+and the frees: about 0.1 s here (0.47 s with a Python start per binary).
 
     python -m delegates.qnn.verify <library folder> <binary file> [soc model]
     python -m delegates.qnn.verify --serve <library folder>   # the server (see _serve)
@@ -53,7 +56,7 @@ from delegates.qnn.payload import BACKEND
 ENV = "PYRUNTIME_QNN_VERIFY"
 TIMEOUT_ENV = "PYRUNTIME_QNN_VERIFY_TIMEOUT"
 REFUSED = 10  # the child's exit status when QNN returned an error
-PERTURB_BYTE = 165  # what the metadata read's heap blocks are filled with
+PERTURB_BYTE = 165  # what the child's heap blocks are filled with (MALLOC_PERTURB_)
 _verified: set = set()
 _lock = threading.Lock()
 
@@ -117,7 +120,8 @@ class _Server:
 
     def _start(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # a server without threads
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",  # a server without threads
+                   MALLOC_PERTURB_=str(PERTURB_BYTE), MALLOC_MMAP_THRESHOLD_="131072")
         env.pop(ENV, None)
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "delegates.qnn.verify", "--serve",
@@ -196,21 +200,51 @@ def _child(folder: str, path: str, soc_model: int) -> int:
     binary = np.fromfile(path, np.uint8)
     lib = library.load_library(folder, "verify")
     try:
-        context.read_binary_info(lib, binary, perturb=PERTURB_BYTE)
         ctx = context.acquire(lib, 0, binary, "verification", soc_model)
         backend = QnnBackend()
         for name in ctx.info.graphs:
             h = QnnHandle(lib, ctx, QnnOptions(soc_model=soc_model), name)
-            args = [None] * h.n_args
+            args, guards = [None] * h.n_args, []
             for s in h.inputs + h.outputs:
                 if s.arg is not None:
                     st = api.DATATYPES[s.info.data_type][2][0]
-                    args[s.arg] = ETensor.empty(st, s.info.dims)
+                    args[s.arg] = _guarded_tensor(ETensor(st, s.info.dims), guards)
             backend.execute(h, args)
+            k = _overwritten(guards)
+            if k is not None:
+                raise ExecuTorchError(
+                    ErrorCode.InvalidProgram,
+                    f"{BACKEND}: graph {name!r} of this context binary wrote outside the bytes "
+                    f"of its tensor {k} in a verification process (${ENV}); not loaded")
+        # free what QNN allocated: glibc's checks on free find heap damage a run did
+        # (the child then dies of SIGABRT); otherwise it would surface in this
+        # process's later frees, far from its cause
+        lib.shutdown()
     except ExecuTorchError as e:
         print(json.dumps({"code": int(e.code), "message": e.message}), file=sys.stderr)
         return REFUSED
     return 0
+
+
+_CANARY, _CANARY_BYTE = 4096, 0xA5
+
+
+def _overwritten(guards):
+    """The index of the first guarded buffer whose canaries changed, or None."""
+    for k, (buf, lo, hi) in enumerate(guards):
+        if (buf[:lo] != _CANARY_BYTE).any() or (buf[hi:] != _CANARY_BYTE).any():
+            return k
+    return None
+
+
+def _guarded_tensor(t, guards):
+    """``t`` over a zeroed buffer with canary bytes before and after it."""
+    n = t.capacity * t.dtype.itemsize
+    buf = np.full(n + 2 * _CANARY, _CANARY_BYTE, np.uint8)
+    buf[_CANARY:_CANARY + n] = 0
+    t.storage = buf[_CANARY:_CANARY + n]
+    guards.append((buf, _CANARY, _CANARY + n))
+    return t
 
 
 def _serve(folder: str) -> int:

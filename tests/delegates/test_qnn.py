@@ -597,6 +597,24 @@ def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
     assert err.code == ErrorCode(35) and err.message == "refused"
 
 
+def test_verification_canaries_catch_writes_past_a_tensor():
+    """The child gives QNN buffers with canary bytes on both sides: a graph that writes
+    one byte before or past its tensor's bytes is refused."""
+    from delegates.qnn import verify
+
+    f32 = ETensor.from_array(np.zeros(1, np.float32)).scalar_type
+    for where in (-1, 0, None):
+        guards = []
+        t = verify._guarded_tensor(ETensor(f32, (3, 5)), guards)
+        verify._guarded_tensor(ETensor(f32, (2,)), guards)
+        assert t.numpy().size == 15 and not t.numpy().any()
+        t.numpy()[...] = 1  # its own bytes: fine
+        buf, lo, hi = guards[0]
+        if where is not None:
+            buf[lo - 1 if where < 0 else hi] ^= 1
+        assert verify._overwritten(guards) == (None if where is None else 0)
+
+
 @needs_fixtures
 def test_verification_server_is_started_once():
     """Each new binary is checked by a child of one server process per library folder,

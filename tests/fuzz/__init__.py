@@ -131,5 +131,12 @@ def campaign(target: str, start: int = 0, count: int = 1000, case_timeout: float
 
 
 def _tail(f, n: int = 600) -> str:
+    """What a dead worker wrote last; for a fatal signal, the innermost frames of the
+    faulthandler dump (where it crashed) rather than the outermost."""
     f.seek(0)
-    return " | ".join(f.read()[-n:].splitlines())
+    text = f.read()
+    at = text.rfind("Fatal Python error")
+    if at >= 0:
+        frames = [ln.strip() for ln in text[at:].splitlines() if ln.strip()][:12]
+        return " | ".join(frames)[:n + 400]
+    return " | ".join(text[-n:].splitlines())
