@@ -117,6 +117,7 @@ class _Server:
         self.lock = threading.Lock()
         self.proc = None
         self.log = None
+        self.owner = 0  # the process that started it (a forked copy of this one starts its own)
 
     def _start(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
@@ -124,24 +125,27 @@ class _Server:
                    MALLOC_PERTURB_=str(PERTURB_BYTE), MALLOC_MMAP_THRESHOLD_="131072")
         env.pop(ENV, None)
         self.log = tempfile.TemporaryFile()
+        self.owner = os.getpid()
         self.proc = subprocess.Popen([sys.executable, "-m", "delegates.qnn.verify", "--serve",
                                       self.folder], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, env=env)
 
     def stop(self) -> None:
-        if self.proc is not None:
+        """Stop this process's server; one inherited through a fork is only forgotten
+        (it still serves the process that started it)."""
+        if self.proc is not None and self.owner == os.getpid():
             if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.wait()
             for f in (self.proc.stdin, self.proc.stdout, self.log):
                 f.close()
-            self.proc = None
+        self.proc = None
 
     def check(self, path: str, soc_model: int, timeout: float) -> tuple:
         """(exit status of the child that opened and ran ``path``, or None if it did not
         finish within ``timeout`` s; what it wrote)."""
         with self.lock:
-            if self.proc is None or self.proc.poll() is not None:
+            if self.proc is None or self.owner != os.getpid() or self.proc.poll() is not None:
                 self.stop()
                 self._start()
             request = json.dumps([path, soc_model, timeout]) + "\n"

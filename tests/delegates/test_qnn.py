@@ -636,6 +636,24 @@ def test_verification_server_is_started_once():
     verify._verified.clear()
     verify.verify(lib.folder, binaries[1])
     assert server.proc is not None and server.proc.pid != pid
+    # a forked copy of this process starts a server of its own and leaves ours alone
+    import os
+
+    pid = server.proc.pid
+    child = os.fork()
+    if child == 0:
+        ok = False
+        try:
+            verify._verified.clear()
+            verify.verify(lib.folder, binaries[0])
+            ok = server.proc.pid != pid
+            verify._stop_servers()
+        finally:
+            os._exit(0 if ok else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+    assert server.proc.pid == pid and server.proc.poll() is None
+    verify._verified.clear()
+    verify.verify(lib.folder, binaries[0])  # still answers here
 
 
 def test_backend_options():
