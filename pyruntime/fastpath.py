@@ -103,7 +103,10 @@ class FastPlan:
         self.fusions = []
         self.fused = False
         for pc, members, out in fusion.find_groups(self):
-            r = fusion.bind_group(self, pc, members, out)
+            try:
+                r = fusion.bind_group(self, pc, members, out)
+            except (ExecuTorchError, TypeError, ValueError, AttributeError, IndexError):
+                r = None  # an optimisation only: the group runs unfused, as each compiled
             if r is not None:
                 self.fusions.append((pc, r, members))
         self.set_fused(True)
