@@ -23,9 +23,6 @@ from delegates.qnn import ctypes_api as api
 from delegates.qnn.library import QnnLibrary, guarded
 from delegates.qnn.payload import BACKEND, payload_error
 
-_libc = ctypes.CDLL(None)
-_M_PERTURB = -6  # glibc's mallopt parameter (what $MALLOC_PERTURB_ sets)
-
 _MAX_GRAPHS, _MAX_TENSORS, _MAX_RANK, _MAX_CHANNELS = 4096, 65536, 16, 1 << 24
 
 
@@ -172,27 +169,18 @@ def _quant(q: api.QuantizeParams, name: str, where: str) -> Quant | None:
     return Quant(int(q.encoding), np.zeros(0, np.float32), np.zeros(0, np.int32))
 
 
-def read_binary_info(lib: QnnLibrary, binary: np.ndarray, perturb: int = 0) -> BinaryInfo:
-    """What the context binary holds, from QnnSystemContext_getBinaryInfo (deep-copied).
-    ``perturb`` (the verification child): a byte glibc fills the heap blocks that call
-    allocates with (``mallopt(M_PERTURB)``), so that memory it leaves uninitialized is
-    never zero."""
+def read_binary_info(lib: QnnLibrary, binary: np.ndarray) -> BinaryInfo:
+    """What the context binary holds, from QnnSystemContext_getBinaryInfo (deep-copied)."""
     sysctx = ctypes.c_void_p()
     lib.call("systemContextCreate", ctypes.byref(sysctx), what="QnnSystemContext_create")
     try:
         work = guarded(binary)  # the call takes a non-const buffer
         info = ctypes.POINTER(api.BinaryInfo)()
         size = ctypes.c_uint64()
-        if perturb:
-            _libc.mallopt(_M_PERTURB, perturb)
-        try:
-            lib.call("systemContextGetBinaryInfo", sysctx, work.ctypes.data, len(work),
-                     ctypes.byref(info), ctypes.byref(size),
-                     what="QnnSystemContext_getBinaryInfo (reading the context binary)",
-                     code=ErrorCode.InvalidProgram)
-        finally:
-            if perturb:
-                _libc.mallopt(_M_PERTURB, 0)
+        lib.call("systemContextGetBinaryInfo", sysctx, work.ctypes.data, len(work),
+                 ctypes.byref(info), ctypes.byref(size),
+                 what="QnnSystemContext_getBinaryInfo (reading the context binary)",
+                 code=ErrorCode.InvalidProgram)
         if not info:
             raise payload_error("QnnSystemContext_getBinaryInfo returned no information")
         return _binary_info(info.contents)

@@ -15,23 +15,25 @@ this process ever parsing it: on some corruptions ``QnnSystemContext_getBinaryIn
 returns uninitialized memory and a later free corrupts the heap, a crash or not
 depending on the process's heap (a 10,000-case fuzz campaign found two such binaries:
 refused cleanly in the child, ``free(): invalid pointer`` in the parent). The child
-reads the binary's metadata with glibc's malloc perturbation on (``mallopt(M_PERTURB)``,
-as ``MALLOC_PERTURB_`` sets it) so that uninitialized heap memory is never zero there,
-which turns more of those into a crash in the child. Each input and output buffer has
-canary bytes on both sides, checked after the run (a graph writing past its tensors is
-refused), and the child frees every context, the device and the backend before it
-exits, so that glibc's checks on free meet heap damage there rather than in this
-process's later frees. (Without those two, 10,000 fuzz cases crashed the parent 3 to 5
-times, by heap damage surfacing hundreds of cases later; with them, none. Perturbation
-during the whole run instead of the metadata read only refused 5 more binaries per
-10,000, none of which crashed the parent, and cost 2.3 times as much: QNN makes many
-heap allocations per context.)
+runs with glibc's malloc perturbation (``MALLOC_PERTURB_``) so that uninitialized heap
+memory is never zero there, which turns more of those into a crash in the child, with
+large blocks taken from ``mmap`` (``MALLOC_MMAP_THRESHOLD_``). Each input and output
+buffer has canary bytes on both sides, checked after the run (a graph writing past its
+tensors is refused), and the child frees every context, the device and the backend
+before it exits, so that glibc's checks on free meet heap damage there rather than in
+this process's later frees.
+
+It is a screen, not a proof: the child runs the graph once, on zeros. In fuzz campaigns
+(``python -m tests.fuzz --target qnn``) about one case in 20,000 still passed it and
+then crashed the process that loaded and ran it, later (glibc aborting in a context's
+free during garbage collection: heap damage done earlier); without the canaries and the
+frees it was 3 to 4 in 10,000. A process that must never die should load untrusted
+binaries in a process of its own.
 
 The children are forked by one server process per library folder, started on first
 use, that has imported the bridge and opened the libraries (without calling them: no
 thread of theirs runs in it), so a new binary costs a fork, one context, one execution
-and the frees: about 0.05 s here (0.47 s with a Python start per binary and the whole
-child perturbed).
+and the frees: about 0.1 s here (0.47 s with a Python start per binary).
 
     python -m delegates.qnn.verify <library folder> <binary file> [soc model]
     python -m delegates.qnn.verify --serve <library folder>   # the server (see _serve)
@@ -60,7 +62,7 @@ from delegates.qnn.payload import BACKEND
 ENV = "PYRUNTIME_QNN_VERIFY"
 TIMEOUT_ENV = "PYRUNTIME_QNN_VERIFY_TIMEOUT"
 REFUSED = 10  # the child's exit status when QNN returned an error
-PERTURB_BYTE = 165  # what the metadata read's heap blocks are filled with
+PERTURB_BYTE = 165  # what the child's heap blocks are filled with (MALLOC_PERTURB_)
 _verified: set = set()
 _lock = threading.Lock()
 
@@ -125,7 +127,8 @@ class _Server:
 
     def _start(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # a server without threads
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",  # a server without threads
+                   MALLOC_PERTURB_=str(PERTURB_BYTE), MALLOC_MMAP_THRESHOLD_="131072")
         env.pop(ENV, None)
         self.log = tempfile.TemporaryFile()
         self.owner = os.getpid()
@@ -207,7 +210,6 @@ def _child(folder: str, path: str, soc_model: int) -> int:
     binary = np.fromfile(path, np.uint8)
     lib = library.load_library(folder, "verify")
     try:
-        context.read_binary_info(lib, binary, perturb=PERTURB_BYTE)
         ctx = context.acquire(lib, 0, binary, "verification", soc_model)
         backend = QnnBackend()
         for name in ctx.info.graphs:
