@@ -22,7 +22,7 @@ from tests.fuzz.targets import TARGETS, load_sources, run_case
 # target -> (cases, chunks): about 3 minutes on the 2-core CI machine
 SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "xnnpack": (600, 2),
          "coreml": (300, 1),
-         "qnn": (60, 1),  # each new QNN binary is opened in a child process first: ~1 s a case
+         "qnn": (60, 1),  # each new QNN binary is run in a forked child first: ~0.1 s a case
          "vulkan": (200, 1),
          "ethosu": (300, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
