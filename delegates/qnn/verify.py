@@ -24,9 +24,9 @@ before it exits, so that glibc's checks on free meet heap damage there rather th
 this process's later frees.
 
 It is a screen, not a proof: the child runs the graph once, on zeros. In fuzz campaigns
-(``python -m tests.fuzz --target qnn``) about one case in 20,000 still passed it and
-then crashed the process that loaded and ran it, later (glibc aborting in a context's
-free during garbage collection: heap damage done earlier); without the canaries and the
+(``python -m tests.fuzz --target qnn``) one case in 25,000 still passed it and then
+crashed the process that loaded and ran it, later (glibc aborting in a context's free
+during garbage collection: heap damage done earlier); without the canaries and the
 frees it was 3 to 4 in 10,000. A process that must never die should load untrusted
 binaries in a process of its own.
 
