@@ -28,12 +28,12 @@ while it runs), so every intermediate is observable when tracing asks for it.
 from __future__ import annotations
 
 from cython_ext.tensor import ETensor
+from pyruntime.method import FREE, JUMP_FALSE, KERNEL, MOVE
 from pyruntime.values import ListRef
 
 CONV = "aten::convolution.out"
 BN = "aten::_native_batch_norm_legit_no_training.out"
 ACTS = ("aten::hardtanh.out", "aten::clamp.out", "aten::relu.out")
-KERNEL, MOVE, JUMP_FALSE, FREE = 0, 2, 3, 4  # instruction kinds (pyruntime.fastpath)
 
 
 def _references(flat, values) -> dict:
@@ -111,7 +111,7 @@ def find_groups(plan) -> list:
 def _fusable(plan, pc, members, out) -> bool:
     values = plan.m.values
     pcs = [pc] + members
-    if any(p not in plan.kernels or p in plan.pending for p in pcs):
+    if any(p not in plan.kernels for p in pcs):
         return False  # each must compile alone (the tracer runs them so)
     tensors = [values[j] for p in pcs for j in plan.flat[p][2][2][:plan.flat[p][2][3]]
                if isinstance(values[j], ETensor)]
@@ -121,6 +121,7 @@ def _fusable(plan, pc, members, out) -> bool:
 def bind_group(plan, pc, members, out):
     """(fn, block) of the fused kernel for a group, or None."""
     from kernels.fast.conv import bind_fused
+    from kernels.fast.elementwise import bounds_ok
 
     values = plan.m.values
     conv = [values[j] for j in plan.flat[pc][2][2][:9]]
@@ -137,8 +138,8 @@ def bind_group(plan, pc, members, out):
             act = ("relu",)
         else:
             act = ("clamp", values[args[1]], values[args[2]])
-    if act is not None and act[0] == "clamp" and (act[1] is None or act[2] is None):
-        return None
+            if not bounds_ok(act[1], act[2]):
+                return None
     x, conv_out, final = conv[0], values[plan.flat[pc][2][2][9]], values[out]
     return bind_fused(plan.ctx, conv, bn, act, final,
                       conv_out if _overlap(final, x) else None)

@@ -498,8 +498,8 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
     that, written straight to the last one's ``out`` (the instructions and conditions are
     ``pyruntime.fusion``'s). ``conv``: the convolution's arguments without its out;
     ``bn``: (weight, bias, running_mean, running_var, eps) of
-    ``_native_batch_norm_legit_no_training`` or None; ``act``: ("clamp", min, max),
-    ("relu",) or None. The per-channel constants are read here, so the bias and the batch
+    ``_native_batch_norm_legit_no_training`` or None; ``act``: ("clamp", min, max) with
+    bounds the compiled clamp takes (``elementwise.bounds_ok``), ("relu",) or None. The per-channel constants are read here, so the bias and the batch
     norm's tensors must be constants. The values are bit for bit the unfused ones: the same
     float operations on each element, in the same order (``_epilogue``). With
     ``conv_out`` (when ``out`` overlaps the input, which is read while results are
@@ -541,11 +541,7 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
         if act[0] == "relu":
             flags |= EP_RELU
         else:
-            lo, hi = act[1], act[2]
-            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v != v
-                   for v in (lo, hi)):
-                return None  # (the unary kernel's binder refuses NaN bounds too)
-            ep[5], ep[6] = dt.type(lo), dt.type(hi)  # as the unary kernel rounds them
+            ep[5], ep[6] = dt.type(act[1]), dt.type(act[2])  # as the unary kernel rounds them
             flags |= EP_CLAMP
     if not flags:
         return None

@@ -352,22 +352,23 @@ for _name, _op, _ints in (("relu", U_RELU, True), ("sigmoid", U_SIGMOID, False),
     register_fast(f"aten::{_name}.out")(_unary_binder(_op, _ints))
 
 
-def _bounds_ok(lo, hi):
-    """Numbers, not NaN (a NaN bound makes every element NaN: the reference kernel's)."""
+def bounds_ok(lo, hi):
+    """Clamp bounds the compiled clamp takes: numbers, not NaN (a NaN bound makes every
+    element NaN: left to the reference kernel)."""
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
                for v in (lo, hi))
 
 
 @register_fast("aten::hardtanh.out")
 def bind_hardtanh(ctx, self, min_val, max_val, out):
-    if not _bounds_ok(min_val, max_val):
+    if not bounds_ok(min_val, max_val):
         return None
     return _bind_unary(ctx, U_CLAMP, self, out, min_val, max_val)
 
 
 @register_fast("aten::clamp.out")
 def bind_clamp(ctx, self, min, max, out):  # noqa: A002 - schema names
-    if not _bounds_ok(min, max):
+    if not bounds_ok(min, max):
         return None
     return _bind_unary(ctx, U_CLAMP, self, out, min, max)
 
