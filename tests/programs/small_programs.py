@@ -126,9 +126,8 @@ def _scalar_input():
 
 
 def _conv_fusion():
-    """Every shape of conv + batch norm + activation the fast tier fuses, and ones it must
-    not: a conv output also returned, a batch norm output read twice, clamp bounds
-    crossed (min > max)."""
+    """Every shape of conv + batch norm + activation the fast tier fuses (crossed clamp
+    bounds, min > max, among them), and one it must not: a conv output also returned."""
     import torch
     from torch import nn
 
@@ -159,7 +158,7 @@ def _conv_fusion():
             d = self.b4(self.c4(c)) + a
             raw = self.c5(d)  # returned too: not fused
             e = torch.relu(self.b5(raw))
-            f = torch.clamp(self.c6(e), 1.0, -1.0)  # crossed bounds: not fused
+            f = torch.clamp(self.c6(e), 1.0, -1.0)  # crossed bounds: max wins, fused too
             return e, raw, f
 
     return M(), (torch.randn(2, 3, 12, 12),), {}
