@@ -164,6 +164,35 @@ def _conv_fusion():
     return M(), (torch.randn(2, 3, 12, 12),), {}
 
 
+def _conv_fusion_shared():
+    """Intermediates with a second reader: a fused group may end only before them."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(6)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+            self.c2, self.b2 = nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8)
+            self.c3 = nn.Conv2d(8, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.b1(self.c1(x))
+            a = torch.relu(y) + y  # the batch norm's out read twice: conv + bn only
+            d = self.c2(a)
+            e = self.b2(d) * d  # the conv's out read by the batch norm and mul: no fusion
+            g = torch.clamp(self.c3(e), -1.0, 1.0)
+            return g * g  # the clamp's out read twice by one instruction: fused
+
+    m = M()
+    for b in (m.b1, m.b2):
+        b.running_mean.uniform_(-1, 1)
+        b.running_var.uniform_(0.5, 2)
+    return m, (torch.randn(2, 3, 10, 10),), {}
+
+
 def _export(builder, config=None):
     import torch
     from executorch.exir import to_edge
@@ -206,6 +235,7 @@ BUILDERS = {
     "chain400": lambda: _export(_chain400),
     "unplanned_inputs": _unplanned_inputs,
     "conv_fusion": lambda: _export(_conv_fusion),
+    "conv_fusion_shared": lambda: _export(_conv_fusion_shared),
 }
 
 

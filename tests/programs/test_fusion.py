@@ -52,13 +52,10 @@ def test_groups_fused_where_nothing_can_tell(fusion_program):
     assert moves[6] and not moves[0]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_fused_equals_unfused_reference_and_executorch(fusion_program, seed):
+def _compare_with_unfused_reference_and_executorch(prog, pte, x):
     from executorch.runtime import Runtime as ETRuntime
     import torch
 
-    prog, pte = fusion_program
-    x = _inputs(seed)
     m = prog.load_method("forward", tier="fast")
     fused = [np.array(o) for o in m.execute([x])]
     m._fast.set_fused(False)
@@ -70,6 +67,26 @@ def test_fused_equals_unfused_reference_and_executorch(fusion_program, seed):
     for name, other in (("unfused", unfused), ("reference tier", ref), ("executorch", et)):
         for i, (a, b) in enumerate(zip(_bits(fused), _bits(other))):
             assert np.array_equal(a, b), f"output {i}: fused differs from {name}"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fused_equals_unfused_reference_and_executorch(fusion_program, seed):
+    prog, pte = fusion_program
+    _compare_with_unfused_reference_and_executorch(prog, pte, _inputs(seed))
+
+
+def test_intermediates_read_twice_end_a_group():
+    """conv_fusion_shared: 0 conv 1 bn 2 relu 3 add(relu, bn) | 4 conv 5 bn 6 mul(bn, conv)
+    | 7 conv 8 clamp 9 mul(clamp, clamp). A second reader of the batch norm's out stops
+    the group before the relu, one of the conv's out leaves it unfused; two reads by one
+    instruction are still one reader."""
+    pte, _ = small_program("conv_fusion_shared")
+    prog = pyruntime.Runtime.get().load_program(pte)
+    fp = prog.load_method("forward", tier="fast")._fast
+    assert [(pc, members) for pc, _, members in fp.fusions] == [(0, [1]), (7, [8])]
+    x = np.random.default_rng(3).standard_normal((2, 3, 10, 10)).astype(np.float32)
+    x[0, 1, 2, 2], x[1, 0, 4, 4] = np.nan, -np.inf
+    _compare_with_unfused_reference_and_executorch(prog, pte, x)
 
 
 def test_tracer_sees_every_instruction(fusion_program):
