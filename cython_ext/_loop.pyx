@@ -5,11 +5,166 @@ Read in order: the instruction record, building the array, running it.
 A compiled kernel is a C function ``int64 fn(int64* block)`` returning an
 ExecuTorch error code; a Python instruction is run by re-acquiring the GIL
 and calling ``callback(pc)``, which returns the next pc or -1.
+
+A kernel split into parts (intra-op threads) is called three ways: once on its
+``prep`` block (checks and output resize), then on each part's block, the parts
+spread over a process-wide pool of worker threads with the caller doing its
+share, then on its ``post`` block if it has one. The parts write disjoint
+outputs, so the result does not depend on how many threads ran them. The pool
+serves one loop at a time: a loop that finds it busy (another Python thread's
+method) runs its parts one after another itself.
 """
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 ctypedef int64_t (*kernel_t)(int64_t*) noexcept nogil
+
+cdef extern from *:
+    """
+    #include <pthread.h>
+    #include <signal.h>
+    #include <stdint.h>
+    #include <unistd.h>
+
+    typedef int64_t (*pr_kernel_t)(int64_t*);
+    #define PR_MAX_WORKERS 255
+    #define PR_SPIN 20000  /* polls (about 50-100 us) before a waiting thread sleeps */
+
+    static struct {
+        pthread_mutex_t use;  /* held by the loop whose job the workers run */
+        pthread_mutex_t mu;
+        pthread_cond_t wake, idle;
+        pthread_t th[PR_MAX_WORKERS];
+        int nworkers;
+        pid_t pid;
+        /* the job, for every worker (each reports done, with or without a part: a job
+           starts only when the last one is over): parts w, w + t, ... of blocks[0:n] */
+        pr_kernel_t fn;
+        int64_t **blocks;
+        int64_t n, t;
+        int64_t done, status;
+        uint64_t gen, start_gen[PR_MAX_WORKERS + 1];
+    } pr = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+            PTHREAD_COND_INITIALIZER};
+
+    static inline void pr_pause(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #endif
+    }
+
+    static void pr_status(int64_t st) {
+        int64_t zero = 0;
+        if (st) __atomic_compare_exchange_n(&pr.status, &zero, st, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE);
+    }
+
+    static void *pr_worker(void *arg) {
+        int64_t w = (int64_t)(intptr_t)arg, i;
+        uint64_t seen = pr.start_gen[w];  /* the last job before this worker existed */
+        for (;;) {
+            int spin = 0;
+            while (__atomic_load_n(&pr.gen, __ATOMIC_ACQUIRE) == seen && spin < PR_SPIN) {
+                pr_pause();
+                spin++;
+            }
+            if (__atomic_load_n(&pr.gen, __ATOMIC_ACQUIRE) == seen) {
+                pthread_mutex_lock(&pr.mu);
+                while (__atomic_load_n(&pr.gen, __ATOMIC_ACQUIRE) == seen)
+                    pthread_cond_wait(&pr.wake, &pr.mu);
+                pthread_mutex_unlock(&pr.mu);
+            }
+            seen++;  /* exactly one job: the next cannot start before this worker is done */
+            for (i = w; i < pr.n; i += pr.t) pr_status(pr.fn(pr.blocks[i]));
+            pthread_mutex_lock(&pr.mu);
+            if (__atomic_add_fetch(&pr.done, 1, __ATOMIC_ACQ_REL) == pr.t - 1)
+                pthread_cond_signal(&pr.idle);
+            pthread_mutex_unlock(&pr.mu);
+        }
+        return NULL;
+    }
+
+    /* After fork() only the forking thread exists: start over with no workers. */
+    static void pr_after_fork(void) {
+        pthread_mutex_init(&pr.use, NULL);
+        pthread_mutex_init(&pr.mu, NULL);
+        pthread_cond_init(&pr.wake, NULL);
+        pthread_cond_init(&pr.idle, NULL);
+        pr.nworkers = 0;
+        pr.pid = getpid();
+    }
+
+    /* Workers up to `threads` - 1 (the caller is the other thread); the number there is. */
+    static int pr_ensure(int threads) {
+        sigset_t all, old;
+        if (pr.pid != getpid()) pr_after_fork();
+        if (threads - 1 > PR_MAX_WORKERS) threads = PR_MAX_WORKERS + 1;
+        pthread_mutex_lock(&pr.use);
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);  /* signals stay with Python's threads */
+        while (pr.nworkers < threads - 1) {
+            pr.start_gen[pr.nworkers + 1] = pr.gen;  /* no job runs while `use` is held */
+            if (pthread_create(&pr.th[pr.nworkers], NULL, pr_worker,
+                               (void *)(intptr_t)(pr.nworkers + 1)) != 0) break;
+            pthread_detach(pr.th[pr.nworkers]);
+            pr.nworkers++;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_mutex_unlock(&pr.use);
+        return pr.nworkers + 1;
+    }
+
+    /* Run fn on every block: on the workers and this thread, or on this thread alone when
+       another loop holds the pool. The first non-zero status, or 0. */
+    static int64_t pr_run(pr_kernel_t fn, int64_t **blocks, int64_t n) {
+        int64_t i, t, st = 0;
+        int spin = 0;
+        if (n <= 1 || pr.nworkers == 0 || pr.pid != getpid()
+                || pthread_mutex_trylock(&pr.use) != 0) {
+            for (i = 0; i < n; i++) {
+                int64_t s = fn(blocks[i]);
+                if (s && !st) st = s;
+            }
+            return st;
+        }
+        t = pr.nworkers + 1;  /* read under `use`: pr_ensure changes it under `use` */
+        pr.fn = fn;
+        pr.blocks = blocks;
+        pr.n = n;
+        pr.t = t;
+        pr.status = 0;
+        __atomic_store_n(&pr.done, 0, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&pr.mu);
+        __atomic_add_fetch(&pr.gen, 1, __ATOMIC_ACQ_REL);
+        pthread_cond_broadcast(&pr.wake);
+        pthread_mutex_unlock(&pr.mu);
+        for (i = 0; i < n; i += t) pr_status(fn(blocks[i]));
+        while (__atomic_load_n(&pr.done, __ATOMIC_ACQUIRE) < t - 1 && spin < PR_SPIN) {
+            pr_pause();
+            spin++;
+        }
+        if (__atomic_load_n(&pr.done, __ATOMIC_ACQUIRE) < t - 1) {
+            pthread_mutex_lock(&pr.mu);
+            while (__atomic_load_n(&pr.done, __ATOMIC_ACQUIRE) < t - 1)
+                pthread_cond_wait(&pr.idle, &pr.mu);
+            pthread_mutex_unlock(&pr.mu);
+        }
+        st = __atomic_load_n(&pr.status, __ATOMIC_ACQUIRE);
+        pthread_mutex_unlock(&pr.use);
+        return st;
+    }
+    """
+    int pr_ensure(int threads) nogil
+    int64_t pr_run(kernel_t fn, int64_t** blocks, int64_t n) nogil
+
+
+def ensure_threads(int threads):
+    """Start pool workers so that ``threads`` threads can run a kernel's parts (the
+    caller is one of them); returns how many can."""
+    cdef int got
+    with nogil:
+        got = pr_ensure(threads)
+    return got
 
 cdef enum Kind:
     K_KERNEL = 0
@@ -21,6 +176,10 @@ cdef struct Instr:
     int kind
     kernel_t fn
     int64_t* block
+    int64_t* prep        # a kernel split into parts: its prep block, parts, post block
+    int64_t** parts
+    int64_t nparts       # 0: not split (``block`` is the call)
+    int64_t* post
     int64_t* cond_desc   # JUMP_FALSE_TENSOR: descriptor row of the Bool tensor
     int64_t dest         # JUMP_FALSE_TENSOR: absolute destination
 
@@ -44,10 +203,18 @@ cdef class Loop:
     def __dealloc__(self):
         free(self.instrs)
 
-    def set_kernel(self, int pc, size_t fn_addr, size_t block_addr):
+    def set_kernel(self, int pc, size_t fn_addr, size_t block_addr, size_t prep=0,
+                   size_t parts=0, int64_t nparts=0, size_t post=0):
+        """A compiled call: ``fn(block)``, or with ``nparts`` > 0 ``fn(prep)``, then
+        ``fn`` on each of the ``nparts`` block addresses at ``parts`` (on the pool),
+        then ``fn(post)`` unless ``post`` is 0."""
         self.instrs[pc].kind = K_KERNEL
         self.instrs[pc].fn = <kernel_t>fn_addr
         self.instrs[pc].block = <int64_t*>block_addr
+        self.instrs[pc].prep = <int64_t*>prep
+        self.instrs[pc].parts = <int64_t**>parts
+        self.instrs[pc].nparts = nparts if parts and prep else 0
+        self.instrs[pc].post = <int64_t*>post
 
     def set_python(self, int pc):
         self.instrs[pc].kind = K_PYTHON
@@ -80,7 +247,14 @@ cdef class Loop:
                     break
                 ins = &self.instrs[pc]
                 if ins.kind == K_KERNEL:
-                    status = ins.fn(ins.block)
+                    if ins.nparts:
+                        status = ins.fn(ins.prep)
+                        if status == 0:
+                            status = pr_run(ins.fn, ins.parts, ins.nparts)
+                        if status == 0 and ins.post != NULL:
+                            status = ins.fn(ins.post)
+                    else:
+                        status = ins.fn(ins.block)
                     if status != 0:
                         self.failed_pc = pc
                         self.failed_status = status

@@ -80,12 +80,13 @@ class FastPlan:
         self.dyn_scalars = {j for j in dynamic if not isinstance(values[j], (ETensor, ListRef))}
         self.repointed = set()  # tensors whose data pointer compiled et_view changes
         self.loop = Loop(len(self.flat))
-        self.ctx = BindContext(self.table, rows, [])
+        self.ctx = BindContext(self.table, rows, [], method.threads)
         self.sync = []  # per pc: value indices whose tensors are synced around Python calls
         self.scalar_in = []  # per pc: run-time scalars a Python call reads
         self.scalar_out = []  # per pc: run-time scalars a Python call writes
         self.compiled = 0
-        self.kernels = {}  # pc -> (fn, block) addresses the loop calls (event tracers)
+        self.kernels = {}  # pc -> (fn, block): one call doing the whole (event tracers)
+        self.calls = {}  # pc -> what the loop runs (``Loop.set_kernel``'s arguments)
         self.explain = {}  # pc -> explain(status) of a compiled delegate call
         self.dynamic = dynamic
         # pc -> kernel body not compiled yet (background compile mode, ``kernels.fast.jit``):
@@ -118,12 +119,12 @@ class FastPlan:
         was = self.fused
         if on != was and self.fusions:
             for pc, r, members in self.fusions:
-                self.loop.set_kernel(pc, *(r if on else self.kernels[pc]))
+                self.loop.set_kernel(pc, *(r if on else self.calls[pc]))
                 for p in members:
                     if on:
                         self.loop.set_nop(p)
                     else:
-                        self.loop.set_kernel(p, *self.kernels[p])
+                        self.loop.set_kernel(p, *self.calls[p])
             self.fused = on
         return was
 
@@ -274,8 +275,7 @@ class FastPlan:
         if r is None:
             return False
         fn, block, self.explain[pc] = r
-        self.loop.set_kernel(pc, fn, block)
-        self.kernels[pc] = (fn, block)
+        self._set_call(pc, (fn, block))
         return True
 
     def _bind_prim(self, pc, ins, values, dynamic) -> bool:
@@ -324,9 +324,14 @@ class FastPlan:
             r = prim.bind_copy_index(self.ctx, dst, src, self.rec_addr(args[2]))
         if r is None:
             return False
-        self.loop.set_kernel(pc, *r)
-        self.kernels[pc] = r
+        self._set_call(pc, r)
         return True
+
+    def _set_call(self, pc, r):
+        """``r``: (fn, block), or a kernel split into parts (``BindContext.bind_split``)."""
+        self.loop.set_kernel(pc, *r)
+        self.calls[pc] = r
+        self.kernels[pc] = r[:2]
 
     def _fold_constant_permutes(self, values) -> set:
         """Turn ``permute_copy`` of a constant (a weight transposed on every run, as
@@ -472,8 +477,7 @@ class FastPlan:
         r = binder(self.ctx, *vals)
         if r is None:
             return False
-        self.loop.set_kernel(pc, *r)
-        self.kernels[pc] = r
+        self._set_call(pc, r)
         return True
 
     # ---- run ------------------------------------------------------------------------

@@ -25,11 +25,12 @@ class BindContext:
     integers, and floats stored bit-for-bit (``ctx.f64(x)``).
     """
 
-    def __init__(self, table, rows_by_id, scratch):
+    def __init__(self, table, rows_by_id, scratch, threads=1):
         self.table = table
         self._rows = rows_by_id
         self.blocks = []
         self.scratch = scratch  # list of scratch buffers to keep alive
+        self.threads = threads  # how many parts a binder may split a kernel into
 
     def desc(self, t) -> int:
         return self.table.addr(self._rows[id(t)])
@@ -57,3 +58,21 @@ class BindContext:
         block = np.array([int(w) for w in words], np.int64)
         self.blocks.append(block)
         return cfunc.address, block.ctypes.data
+
+    def bind_split(self, cfunc, whole, parts, prep, post=None):
+        """A kernel split into parts that the loop runs at once on its thread pool
+        (``cython_ext._loop``): ``fn(prep)`` (checks, output resize), then ``fn`` on
+        every block of ``parts`` (disjoint outputs, scratch of their own), then
+        ``fn(post)`` if given. ``whole`` is the same call in one block, what an event
+        tracer runs. Returns ``(fn, block, prep, parts, n, post)`` for
+        ``Loop.set_kernel``, or ``bind(cfunc, whole)`` for fewer than two parts."""
+        fn, block = self.bind(cfunc, whole)
+        if len(parts) < 2:
+            return fn, block
+        from cython_ext._loop import ensure_threads
+
+        ensure_threads(len(parts))
+        addrs = np.array([self.bind(cfunc, w)[1] for w in parts], np.int64)
+        self.blocks.append(addrs)
+        return (fn, block, self.bind(cfunc, prep)[1], addrs.ctypes.data, len(parts),
+                0 if post is None else self.bind(cfunc, post)[1])

@@ -34,13 +34,19 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # weight packed per group for ``ordered_gemm`` at load when it is a constant, else 0; B_WK:
 # how it is packed (``ordered.PK_*``), read only when B_WT is set)
 B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
-    B_WT, B_WK, B_EP, B_EPF, B_MOVE = range(19)
+    B_WT, B_WK, B_EP, B_EPF, B_MOVE, B_PART, B_NPART = range(21)
 # A fused epilogue (``bind_fused``): B_EP, when not 0, is the address of the per-channel
 # constants ``_epilogue`` reads; B_EPF says which parts are fused (EP_* bits; 0: none);
 # B_MOVE, when not 0, is the descriptor the result is then moved to (B_OUT is the conv's
 # own out: the final one overlaps the input).
 EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8
 EP_CHUNK = 512  # output columns per gemm call when an epilogue follows
+# Split into parts (intra-op threads, ``BindContext.bind_parts``): B_NPART parts, B_PART
+# this block's: -1 checks and resizes the out, -2 does the move (B_MOVE), k >= 0 computes
+# part k: a range of whole output planes (direct loop) or a range of output columns of
+# every plane (gemm), each part with its own scratch. B_NPART 0: the whole call.
+PART_PREP, PART_POST = -1, -2
+SPLIT_MACS = 1 << 19  # multiply-adds below which a convolution is not split
 
 
 @njit(inline="always")
@@ -57,31 +63,34 @@ def _cols_range(off, sw, W, OW):
 # (measured 25x slower on the depthwise 3x3 loop).
 
 @njit
-def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    L = OH * OW
+def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c1):
+    """The columns of output positions [c0, c1) (flat, row-major) as a (Cg*KH*KW, c1 - c0)
+    matrix."""
+    Lp = c1 - c0
     r = 0
     for c in range(Cg):
         for ki in range(KH):
             for kj in range(KW):
                 off = kj * dw - pw
                 lo, hi = _cols_range(off, sw, W, OW)
-                for oh in range(OH):
-                    d = r * L + oh * OW
+                for oh in range(c0 // OW, (c1 - 1) // OW + 1):
+                    a, b = max(c0 - oh * OW, 0), min(c1 - oh * OW, OW)
+                    d = r * Lp + oh * OW - c0
                     ih = oh * sh - ph + ki * dh
                     if ih < 0 or ih >= H:
-                        for ow in range(OW):
+                        for ow in range(a, b):
                             cols[d + ow] = 0
                         continue
                     s = xbase + (c * H + ih) * W + off
-                    for ow in range(lo):
+                    for ow in range(a, min(lo, b)):
                         cols[d + ow] = 0
                     if sw == 1:
-                        for ow in range(lo, hi):
+                        for ow in range(max(lo, a), min(hi, b)):
                             cols[d + ow] = xp[s + ow]
                     else:
-                        for ow in range(lo, hi):
+                        for ow in range(max(lo, a), min(hi, b)):
                             cols[d + ow] = xp[s + ow * sw]
-                    for ow in range(hi, OW):
+                    for ow in range(max(hi, a), b):
                         cols[d + ow] = 0
                 r += 1
 
@@ -110,14 +119,15 @@ def _epilogue(of, base, L, oc, O, ep, flags):
 
 @njit
 def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
-               OH, OW, zero, item, ep, flags):
+               OH, OW, zero, item, ep, flags, c0, c1):
     """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order,
-    then the fused epilogue (if any) on the block while it is recent.
-    ``buf`` holds the im2col columns, then the gemm's own scratch."""
+    then the fused epilogue (if any) on the block while it is recent; only output
+    columns [c0, c1) of each plane. ``buf`` holds the im2col columns, then the gemm's
+    own scratch."""
     L = OH * OW
     og, kg = O // g, Cg * KH * KW
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
-    ncols = 0 if pointwise else kg * L
+    ncols = 0 if pointwise else kg * (c1 - c0)
     pcols = buf.ctypes.data
     cols = ptr_like(pcols, zero)
     gscr = buf[ncols:]
@@ -127,19 +137,19 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
     for n in range(N):
         for gi in range(g):
             xbase = (n * C + gi * Cg) * H * W
-            if pointwise:
-                pb = x[0] + xbase * item
+            if pointwise:  # B: the input plane itself, or this part's im2col columns
+                pb, ldb = x[0] + xbase * item, L
             else:
-                _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-                pb = pcols
+                _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c1)
+                pb, ldb = pcols - c0 * item, c1 - c0
             # with an epilogue, in column chunks: each chunk's outputs are still in cache
             # when the epilogue runs (a pointwise 96 x 112*112 block is 4.8 MB)
-            j0 = 0
-            while j0 < L:
-                nc = L - j0 if not flags or L - j0 < 2 * EP_CHUNK else EP_CHUNK
-                ordered_gemm(og, nc, kg, w[0] + gi * og * kg * item, kg, 1, pb + j0 * item, L,
-                             1, o[0] + ((n * O + gi * og) * L + j0) * item, L, gscr, zero,
-                             item, wt + gi * wstep if wt else 0, wk if wt else 0)
+            j0 = c0
+            while j0 < c1:
+                nc = c1 - j0 if not flags or c1 - j0 < 2 * EP_CHUNK else EP_CHUNK
+                ordered_gemm(og, nc, kg, w[0] + gi * og * kg * item, kg, 1, pb + j0 * item,
+                             ldb, 1, o[0] + ((n * O + gi * og) * L + j0) * item, L, gscr,
+                             zero, item, wt + gi * wstep if wt else 0, wk if wt else 0)
                 if flags:
                     of = ptr_like(o[0], zero)
                     for oc in range(gi * og, (gi + 1) * og):
@@ -166,12 +176,12 @@ def _pad_plane(dst, xp, xb, H, W, ph, pw):
 
 @njit
 def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero,
-            item, ep, flags):
+            item, ep, flags, p0, p1):
     """One input channel per group: every output row is a sum over the kernel taps of
     strided input rows, read from a zero-padded copy of the plane when there is padding,
     added tap by tap onto the zeroed out. 3x3 kernels (most depthwise convolutions) sum
     their nine taps in registers, left to right: the same sum. The fused epilogue (if
-    any) runs on each plane as soon as it is done."""
+    any) runs on each plane as soon as it is done. Output planes [p0, p1) of the N * O."""
     pad = ptr_like(buf.ctypes.data, zero)
     Hp = H + 2 * ph
     tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) if ph or pw else 0) * item, zero)
@@ -179,20 +189,20 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
     wf = ptr_like(w[0], zero)
     of = ptr_like(o[0], zero)
     og = O // g
-    for n in range(N):
-        for oc in range(O):
-            xb = (n * C + oc // og) * H * W
-            if ph or pw:
-                if oc % og == 0:
-                    _pad_plane(pad, xp, xb, H, W, ph, pw)
-                src, sb = pad, 0
-            else:
-                src, sb = xp, xb
-            ob = (n * O + oc) * OH * OW
-            _direct_plane(src, sb, wf, oc * KH * KW, of, ob, tmp, W + 2 * pw, KH, KW, sh, sw,
-                          dh, dw, OH, OW)
-            if flags:
-                _epilogue(of, ob, OH * OW, oc, O, ep, flags)
+    for p in range(p0, p1):
+        n, oc = p // O, p % O
+        xb = (n * C + oc // og) * H * W
+        if ph or pw:
+            if oc % og == 0 or p == p0:
+                _pad_plane(pad, xp, xb, H, W, ph, pw)
+            src, sb = pad, 0
+        else:
+            src, sb = xp, xb
+        ob = p * OH * OW
+        _direct_plane(src, sb, wf, oc * KH * KW, of, ob, tmp, W + 2 * pw, KH, KW, sh, sw,
+                      dh, dw, OH, OW)
+        if flags:
+            _epilogue(of, ob, OH * OW, oc, O, ep, flags)
 
 
 @njit
@@ -315,16 +325,57 @@ def _conv(block, zero, item):
         return INVALID_ARGUMENT
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
-    st = resize_to(o, (N, O, OH, OW), 4) if nd == 4 else resize_to(o, (N, O, OW), 3)
-    if st != OK:
-        return st
+    npart, part = block[B_NPART], block[B_PART]
+    L = OH * OW
+    if block[B_BIAS] != 0 and desc(block[B_BIAS])[3] != O:
+        return INVALID_ARGUMENT
+    if part == PART_POST or (npart == 0 and block[B_MOVE] != 0):
+        if npart == 0:  # the whole call: compute, then move
+            st = _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
+                            dh, dw, OH, OW, 0, 1, zero, item)
+            if st != OK:
+                return st
+        d = desc(block[B_MOVE])
+        st = resize_to(d, (N, O, OH, OW), 4) if nd == 4 else resize_to(d, (N, O, OW), 3)
+        if st != OK:
+            return st
+        _move(d[0], o[0], N * O * L, zero)
+        return OK
+    if part == PART_PREP:
+        return _conv_resize(o, nd, N, O, OH, OW)
+    return _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
+                      OH, OW, max(part, 0), max(npart, 1), zero, item)
+
+
+@njit
+def _conv_resize(o, nd, N, O, OH, OW):
+    return resize_to(o, (N, O, OH, OW), 4) if nd == 4 else resize_to(o, (N, O, OW), 3)
+
+
+@njit
+def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw, OH,
+               OW, part, npart, zero, item):
+    """Part ``part`` of ``npart`` (the whole for 0 of 1, which also resizes the out): output
+    planes [p0, p1), columns [c0, c1) of each."""
+    if npart == 1:
+        st = _conv_resize(o, nd, N, O, OH, OW)
+        if st != OK:
+            return st
     L = OH * OW
     if N * O * L == 0:
         return OK
+    p0, p1, c0, c1 = 0, N * O, 0, L
+    if Cg == 1:  # whole planes of the direct loop
+        p0, p1 = N * O * part // npart, N * O * (part + 1) // npart
+    else:  # columns of every plane: each part runs the gemm on its own im2col columns
+        c0, c1 = L * part // npart, L * (part + 1) // npart
+    if p0 >= p1 or c0 >= c1:
+        return OK
     of = ptr_like(o[0], zero)
     if Cg == 1 or x[3] == 0:
-        for i in range(N * O * L):
-            of[i] = zero
+        for p in range(p0, p1):
+            for i in range(p * L + c0, p * L + c1):
+                of[i] = zero
     # a fused epilogue (``bind_fused``): per channel once its values are done
     flags = block[B_EPF] if block[B_EP] else 0
     ep = ptr_like(block[B_EP] if flags else o[0], zero)
@@ -336,39 +387,27 @@ def _conv(block, zero, item):
                 + 2 * ph * (W + 2 * pw)
         else:
             kg = Cg * KH * KW
-            need = (0 if pointwise else kg * L) + gemm_scratch(O // g, L, kg)
+            need = (0 if pointwise else kg * (c1 - c0)) + gemm_scratch(O // g, c1 - c0, kg)
         if need <= block[B_SCRN] or need <= 1:
             buf = carray(ptr_like(block[B_SCR] if block[B_SCR] else o[0], zero), max(need, 1))
         else:  # sizes over the bind-time bound (a dynamic input grew in one dim): allocate
             buf = np.full(need, zero)
         if Cg == 1:
             _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
-                    zero, item, ep, flags)
+                    zero, item, ep, flags, p0, p1)
         else:
             wt = block[B_WT]
             _gemm_conv(buf, x, w, wt, block[B_WK] if wt else 0, o, N, C, H, W, O, g, Cg, KH,
-                       KW, sh, sw, ph, pw, dh, dw, OH, OW, zero, item, ep, flags)
+                       KW, sh, sw, ph, pw, dh, dw, OH, OW, zero, item, ep, flags, c0, c1)
     elif flags:
-        for n in range(N):
-            for oc in range(O):
-                _epilogue(of, (n * O + oc) * L, L, oc, O, ep, flags)
+        for p in range(p0, p1):
+            _epilogue(of, p * L + c0, c1 - c0, p % O, O, ep, flags)
     if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
-        b = desc(block[B_BIAS])
-        if b[3] != O:
-            return INVALID_ARGUMENT
-        bf = ptr_like(b[0], zero)
-        for n in range(N):
-            for oc in range(O):
-                v = bf[oc]
-                base = (n * O + oc) * L
-                for i in range(L):
-                    of[base + i] += v
-    if block[B_MOVE] != 0:
-        d = desc(block[B_MOVE])
-        st = resize_to(d, (N, O, OH, OW), 4) if nd == 4 else resize_to(d, (N, O, OW), 3)
-        if st != OK:
-            return st
-        _move(d[0], o[0], N * O * L, zero)
+        bf = ptr_like(desc(block[B_BIAS])[0], zero)
+        for p in range(p0, p1):
+            v = bf[p % O]
+            for i in range(p * L + c0, p * L + c1):
+                of[i] += v
     return OK
 
 
@@ -437,18 +476,20 @@ def packed_weight(ctx, weight, groups, L):
     return wt.ctypes.data, kind
 
 
-def _scratch(ctx, nbytes):
-    """(address, bytes) of one scratch buffer per method (instructions run one at a time),
-    replaced by a larger one when a later convolution needs more."""
-    cur = getattr(ctx, "_conv_scratch", None)
+def _scratch(ctx, nbytes, part=0):
+    """(address, bytes) of one scratch buffer per method and part (instructions run one at
+    a time, their parts at once), replaced by a larger one when a later convolution needs
+    more."""
+    bufs = ctx.__dict__.setdefault("_conv_scratch", {})
+    cur = bufs.get(part)
     if cur is None or cur[1] < nbytes:
-        cur = (ctx.buffer(nbytes), nbytes)
-        ctx._conv_scratch = cur
+        cur = bufs[part] = (ctx.buffer(nbytes), nbytes)
     return cur
 
 
 def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed, groups, out):
-    """The argument block of a convolution ``_conv`` runs (up to B_WK), or None."""
+    """(the argument block of a convolution ``_conv`` runs, up to B_WK; its parts' blocks
+    (``_parts``)), or None."""
     dt = out.dtype
     if transposed or dt not in FLOATS or input.ndim not in (3, 4):
         return None
@@ -471,18 +512,40 @@ def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
     wt, wk = packed_weight(ctx, weight, groups, osp[0] * osp[1])
     nelem = scratch_elems(weight.shape[0] // groups, weight.shape[1], kern, sp, stride, padding,
                           dilation)
-    scratch, nbytes = _scratch(ctx, nelem * dt.itemsize) if nelem else (0, 0)
-    return [0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
-            ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0],
-            dilation[1], groups, scratch, nbytes // dt.itemsize, wt, wk]
+    words = [0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
+             ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0],
+             dilation[1], groups, 0, 0, wt, wk]
+    # the parts: whole planes (one input channel per group) or columns; at least one each
+    macs = input.shape[0] * weight.shape[0] * osp[0] * osp[1] * weight.shape[1] * prod(kern)
+    span = input.shape[0] * weight.shape[0] if weight.shape[1] == 1 else osp[0] * osp[1]
+    n = min(ctx.threads, span) if macs >= SPLIT_MACS else 1
+    parts = []
+    for k in range(n):
+        w = list(words)
+        w[B_SCR], w[B_SCRN] = _scratch(ctx, nelem * dt.itemsize, k) if nelem else (0, 0)
+        w[B_SCRN] //= dt.itemsize
+        parts.append(w)
+    return parts[0], parts if n > 1 else []
+
+
+def _bind(ctx, words, parts, tail):
+    """The whole call's block, and its parts' (``BindContext.bind_split``)."""
+    fn = lazy(conv_kernel)
+    if not parts:
+        return ctx.bind(fn, words + tail + [0, 0])
+    n = len(parts)
+    return ctx.bind_split(fn, words + tail + [0, 0], [w + tail + [k, n] for k, w in
+                                                      enumerate(parts)],
+                          words + tail + [PART_PREP, n],
+                          words + tail + [PART_POST, n] if tail[2] else None)
 
 
 @register_fast("aten::convolution.out")
 def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
                      output_padding, groups, out):  # noqa: A002 - schema names
-    words = _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
-                        groups, out)
-    return None if words is None else ctx.bind(lazy(conv_kernel), words + [0, 0, 0])
+    r = _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed, groups,
+                    out)
+    return None if r is None else _bind(ctx, *r, [0, 0, 0])
 
 
 def _constant(t, n, dt):
@@ -509,9 +572,9 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
     if conv_out is not None and (conv_out.dtype != out.dtype or conv_out.shape != out.shape
                                  or not out.is_contiguous()):
         return None
-    words = _conv_words(ctx, input, weight, None, stride, padding, dilation, transposed,
-                        groups, out if conv_out is None else conv_out)
-    if words is None:
+    r = _conv_words(ctx, input, weight, None, stride, padding, dilation, transposed, groups,
+                    out if conv_out is None else conv_out)
+    if r is None:
         return None
     dt, O = out.dtype, weight.shape[0]
     # per channel: conv bias, batch norm mean, invstd, weight, bias, clamp lo, hi; each
@@ -547,4 +610,4 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
         return None
     ctx.scratch.append(ep)
     move = 0 if conv_out is None else ctx.desc(out)
-    return ctx.bind(lazy(conv_kernel), words + [ep.ctypes.data, flags, move])
+    return _bind(ctx, *r, [ep.ctypes.data, flags, move])

@@ -154,3 +154,56 @@ def test_dynamic_input_sizes(w_shape, groups, padding, const):
         call(OP, x, *args, ref)
         assert out.shape == ref.shape
         np.testing.assert_array_equal(out.numpy(), ref.numpy())
+
+
+def _run_split(args, out, threads):
+    """Bind with ``threads`` parts (every size split) and run as the fast loop does: prep,
+    the parts on the loop's thread pool, post. Returns (status, number of parts)."""
+    from cython_ext._loop import Loop
+    from tests.kernels.helpers import as_value
+
+    vals = [as_value(a) for a in args] + [out]
+    ts = [v for v in vals if isinstance(v, ETensor)]
+    table = DescTable(ts, [t.storage for t in ts])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [], threads)
+    r = get_binder(OP)(ctx, *vals)
+    loop = Loop(1)
+    loop.set_kernel(0, *r)
+    for i, t in enumerate(ts):
+        table.push(i, t, force=True)
+    status = loop.run(None, 10)
+    for i, t in enumerate(ts):
+        table.pull(i, t)
+    return status, (r[4] if len(r) > 2 else 1)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
+    """Intra-op threads: a convolution split into parts (planes of the direct loop, columns
+    of the gemm, each with its own scratch, odd splits included) gives the one-call result
+    bit for bit, into a static out and into a bound out the prep call resizes."""
+    from kernels.fast import conv
+
+    monkeypatch.setattr(conv, "SPLIT_MACS", 0)
+    args, want = _args(case, np.float32)
+    for out in (static_out(want.shape, np.float32),
+                bound_out(tuple(s + 2 for s in want.shape), np.float32)):
+        status, n = _run_split(args, out, threads)
+        assert status == 0, f"split kernel returned {status}"
+        assert n == threads
+        np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_split_parts_report_errors(monkeypatch):
+    from kernels.fast import conv
+
+    monkeypatch.setattr(conv, "SPLIT_MACS", 0)
+    x = RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    common = [[1, 1], [0, 0], [1, 1], False, [0, 0], 1]
+    out = static_out((1, 4, 4, 4), np.float32)
+    assert _run_split([x, w, None, *common], out, 2) == (0, 2)
+    # an out too small for the result: the prep call fails, no part runs
+    status, n = _run_split([x, w, None, *common], static_out((1, 4, 3, 3), np.float32), 2)
+    assert status != 0 and n == 2
