@@ -276,15 +276,21 @@ def _un(op, x, lo, hi):
 
 
 @njit(inline="always")
-def _unary_typed(op, a, o, lo, hi, m):
+def _unary_typed(op, a, o, lo, hi, m, part, npart):
     nd = a[2]
-    st = resize_like(o, a)
-    if st != OK:
-        return st
+    if npart == 0 or part < 0:
+        st = resize_like(o, a)
+        if st != OK or part < 0:
+            return st
     x = flat(a, m)
     z = flat(o, m)
     n = o[3]
     if is_contiguous(a) and is_contiguous(o):
+        if npart:  # part k of npart: elements [n * k // npart, n * (k + 1) // npart)
+            i0, i1 = n * part // npart, n * (part + 1) // npart
+            for i in range(i0, i1):
+                z[i] = _un(op, x[i], lo, hi)
+            return OK
         if op == U_CLAMP:  # hardtanh/ReLU6 of every CNN: its own loop, so it vectorizes
             for i in range(n):
                 v = x[i]
@@ -298,6 +304,8 @@ def _unary_typed(op, a, o, lo, hi, m):
             return OK
         for i in range(n):
             z[i] = _un(op, x[i], lo, hi)
+        return OK
+    if part > 0:  # strided: part 0 does all
         return OK
     idx = np.zeros(16, np.int64)
     for k in range(n):
@@ -321,22 +329,34 @@ def unary_kernel(block):
     o = desc(block[2])
     lo = bits_to_f64(block[3])
     hi = bits_to_f64(block[4])
+    part, npart = block[5], block[6]
     dt = o[1]
     if dt == ST_F32:
-        return _unary_typed(op, a, o, np.float32(lo), np.float32(hi), np.float32(0))
+        return _unary_typed(op, a, o, np.float32(lo), np.float32(hi), np.float32(0), part, npart)
     if dt == ST_F64:
-        return _unary_typed(op, a, o, lo, hi, np.float64(0))
+        return _unary_typed(op, a, o, lo, hi, np.float64(0), part, npart)
     if dt == ST_I64:
-        return _unary_typed(op, a, o, np.int64(lo), np.int64(hi), np.int64(0))
+        return _unary_typed(op, a, o, np.int64(lo), np.int64(hi), np.int64(0), part, npart)
     if dt == ST_I32:
-        return _unary_typed(op, a, o, np.int32(lo), np.int32(hi), np.int32(0))
+        return _unary_typed(op, a, o, np.int32(lo), np.int32(hi), np.int32(0), part, npart)
     return NOT_SUPPORTED
+
+
+# ops that cost a libm call per element: split into element ranges across threads
+# (``BindContext.bind_split``; block words 5, 6: part, parts) from this many elements
+_SPLIT = frozenset({U_SIGMOID, U_TANH, U_EXP, U_GELU, U_GELU_TANH, U_SILU})
+SPLIT_ELEMS = 1 << 14
 
 
 def _bind_unary(ctx, op, a, out, lo=0.0, hi=0.0, ints=False):
     if not _same_dtype(FLOATS + (INTS if ints else ()), a, out):
         return None
-    return ctx.bind(lazy(unary_kernel), [op, ctx.desc(a), ctx.desc(out), ctx.f64(lo), ctx.f64(hi)])
+    words = [op, ctx.desc(a), ctx.desc(out), ctx.f64(lo), ctx.f64(hi)]
+    n = min(ctx.threads, out.numel) if op in _SPLIT and out.numel >= SPLIT_ELEMS else 1
+    if n < 2:
+        return ctx.bind(lazy(unary_kernel), words + [0, 0])
+    return ctx.bind_split(lazy(unary_kernel), words + [0, 0],
+                          [words + [k, n] for k in range(n)], words + [-1, n])
 
 
 def _unary_binder(op, ints=False):

@@ -21,14 +21,18 @@ from kernels.fast.ordered import gemm_scratch, ordered_gemm, pack_weight, scratc
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
 # block: op, a, b, out, self/bias (0 if none), alpha bits, beta bits, scratch, scratch elems,
-# B (a constant weight) packed at load for ``ordered_gemm`` else 0, and how (``ordered.PK_*``)
-K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK = range(11)
+# B (a constant weight) packed at load for ``ordered_gemm`` else 0, and how (``ordered.PK_*``),
+# this block's part and the number of parts (intra-op threads, ``BindContext.bind_split``:
+# part -1 resizes the out, part k computes rows [m * k // n, m * (k + 1) // n) of every
+# product; 0 parts: the whole call)
+K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK, K_PART, K_NPART = range(13)
+SPLIT_MACS = 1 << 19  # multiply-adds below which a product is not split
 
 
 @njit(inline="always")
-def _add_bias(o, s, m, n, alpha, beta, scaled, mk):
-    """out (m x n, contiguous) = out * alpha + s * beta (just out + s unless ``scaled``),
-    ``s`` rank <= 2 broadcast. Returns a status."""
+def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1):
+    """Rows [r0, r1) of out (m x n, contiguous) = out * alpha + s * beta (just out + s
+    unless ``scaled``), ``s`` rank <= 2 broadcast. Returns a status."""
     r = s[2]
     sm, rs = (s[8], s[24]) if r == 2 else (1, 0)
     sn = s[8 + r - 1] if r >= 1 else 1
@@ -39,7 +43,7 @@ def _add_bias(o, s, m, n, alpha, beta, scaled, mk):
     cs = cs if sn != 1 else 0
     x = ptr_like(s[0], mk)
     z = ptr_like(o[0], mk)
-    for i in range(m):
+    for i in range(r0, r1):
         for j in range(n):
             if scaled:
                 z[i * n + j] = z[i * n + j] * alpha + x[i * rs + j * cs] * beta
@@ -81,23 +85,28 @@ def _matmul(block, alpha, beta, mk, item):
         m, k, n = a[8], a[9], b[9]
         st = resize_to(o, (m, n), 2)
         ars, acs, brs, bcs = a[24], a[25], b[24], b[25]
-    if st != OK:
+    npart, part = block[K_NPART], block[K_PART]
+    if st != OK or part < 0:
         return st
-    need = gemm_scratch(m, n, k)
+    r0, r1 = (m * part // npart, m * (part + 1) // npart) if npart else (0, m)
+    if r0 >= r1:
+        return OK
+    need = gemm_scratch(r1 - r0, n, k)
     if need <= block[K_SCRN]:
         scr = carray(ptr_like(block[K_SCR] if block[K_SCR] else o[0], mk), max(need, 1))
     else:  # sizes over the bind-time bound: allocate
         scr = np.empty(need, type(mk))
     for i in range(nb):  # (a packed B is never batched)
-        ordered_gemm(m, n, k, a[0] + i * a[24] * item, ars, acs, b[0] + i * b[24] * item, brs,
-                     bcs, o[0] + i * m * n * item, n, scr, mk, item, block[K_BP], block[K_BK])
+        ordered_gemm(r1 - r0, n, k, a[0] + (i * a[24] + r0 * ars) * item, ars, acs,
+                     b[0] + i * b[24] * item, brs, bcs, o[0] + (i * m + r0) * n * item, n, scr,
+                     mk, item, block[K_BP], block[K_BK])
     if op == OP_LINEAR and block[K_S] != 0:
-        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk)
+        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1)
     if op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
-        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk)
+        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk, r0, r1)
     if op == OP_ADDMM and alpha != 1:
         z = ptr_like(o[0], mk)
-        for i in range(m * n):
+        for i in range(r0 * n, r1 * n):
             z[i] = z[i] * alpha
     return OK
 
@@ -130,19 +139,30 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         m, k, n = a.numel // max(a.shape[-1], 1), b.shape[1], b.shape[0]
     else:
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    nb = a.shape[0] if op == OP_BMM else 1
+    parts = min(ctx.threads, m) if nb * m * n * k >= SPLIT_MACS else 1
+    mp = -(-m // parts)  # rows of a part (of the whole when not split)
     packed, kind = 0, 0
     if op != OP_BMM and b.storage is not None and not b.storage.flags.writeable and m * n * k:
         # a constant (a linear layer's weight): packed once, here, for the load-time sizes
+        # (a part's: rows of A only select rows of C, the packed B serves every part)
         bm = b.numpy()
-        bp, kind = pack_weight(bm.T if op == OP_LINEAR else bm, m, n, False)
+        bp, kind = pack_weight(bm.T if op == OP_LINEAR else bm, mp, n, False)
         ctx.scratch.append(bp)
         packed = bp.ctypes.data
-    # the gemm's scratch at load-time (upper-bound) sizes
-    nelem = scratch_size(m, n, k)
-    return ctx.bind(lazy(matmul_kernel), [
-        op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
-        ctx.f64(alpha), ctx.f64(beta), ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0,
-        nelem, packed, kind])
+    words = [op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
+             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0]
+    blocks = []
+    for p in range(parts):  # the gemm's scratch at load-time (upper-bound) sizes, per part
+        nelem = scratch_size(m if p == 0 else mp, n, k)  # (part 0's serves the whole call)
+        w = list(words)
+        w[K_SCR], w[K_SCRN] = ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0, nelem
+        w[K_PART], w[K_NPART] = (p, parts) if parts > 1 else (0, 0)
+        blocks.append(w)
+    whole = blocks[0][:K_PART] + [0, 0]
+    if parts == 1:
+        return ctx.bind(lazy(matmul_kernel), whole)
+    return ctx.bind_split(lazy(matmul_kernel), whole, blocks, whole[:K_PART] + [-1, parts])
 
 
 @register_fast("aten::mm.out")

@@ -115,6 +115,30 @@ def bind_fast(name: str, *args, typed: bool = False):
     return run
 
 
+def call_split(name: str, *args, threads: int):
+    """Bind ``name``'s compiled kernel with up to ``threads`` parts and run it as the fast
+    loop does (prep, the parts on the loop's thread pool, post): (status, number of parts;
+    1 when the binder did not split it)."""
+    from cython_ext._loop import Loop
+    from cython_ext.desc import DescTable
+    from kernels.fast import get_binder
+    from kernels.fast.context import BindContext
+
+    vals = [as_value(a) for a in args]
+    ts = [v for v in vals if isinstance(v, ETensor)]
+    table = DescTable(ts, [t.storage for t in ts])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [], threads)
+    r = get_binder(name)(ctx, *vals)
+    loop = Loop(1)
+    loop.set_kernel(0, *r)
+    for i, t in enumerate(ts):
+        table.push(i, t, force=True)
+    status = loop.run(None, 10)
+    for i, t in enumerate(ts):
+        table.pull(i, t)
+    return status, (r[4] if len(r) > 2 else 1)
+
+
 def call_fast(name: str, *args, typed: bool = False):
     """Run ``name``'s compiled kernel once, the way the fast loop does: its status
     code, or ``None`` when the binder declines these arguments. ``typed=True``

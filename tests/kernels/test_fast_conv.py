@@ -11,7 +11,7 @@ from cython_ext import Dynamism, ETensor, from_numpy_dtype
 from cython_ext.desc import DescTable
 from kernels.fast import get_binder
 from kernels.fast.context import BindContext
-from tests.kernels.helpers import bound_out, call, call_fast, static_out
+from tests.kernels.helpers import bound_out, call, call_fast, call_split, static_out
 
 OP = "aten::convolution.out"
 RNG = np.random.default_rng(0)
@@ -156,27 +156,6 @@ def test_dynamic_input_sizes(w_shape, groups, padding, const):
         np.testing.assert_array_equal(out.numpy(), ref.numpy())
 
 
-def _run_split(args, out, threads):
-    """Bind with ``threads`` parts (every size split) and run as the fast loop does: prep,
-    the parts on the loop's thread pool, post. Returns (status, number of parts)."""
-    from cython_ext._loop import Loop
-    from tests.kernels.helpers import as_value
-
-    vals = [as_value(a) for a in args] + [out]
-    ts = [v for v in vals if isinstance(v, ETensor)]
-    table = DescTable(ts, [t.storage for t in ts])
-    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [], threads)
-    r = get_binder(OP)(ctx, *vals)
-    loop = Loop(1)
-    loop.set_kernel(0, *r)
-    for i, t in enumerate(ts):
-        table.push(i, t, force=True)
-    status = loop.run(None, 10)
-    for i, t in enumerate(ts):
-        table.pull(i, t)
-    return status, (r[4] if len(r) > 2 else 1)
-
-
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("threads", [2, 3])
 def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
@@ -189,7 +168,7 @@ def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
     args, want = _args(case, np.float32)
     for out in (static_out(want.shape, np.float32),
                 bound_out(tuple(s + 2 for s in want.shape), np.float32)):
-        status, n = _run_split(args, out, threads)
+        status, n = call_split(OP, *args, out, threads=threads)
         assert status == 0, f"split kernel returned {status}"
         assert n == threads
         np.testing.assert_array_equal(out.numpy(), want)
@@ -203,7 +182,8 @@ def test_split_parts_report_errors(monkeypatch):
     w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32)
     common = [[1, 1], [0, 0], [1, 1], False, [0, 0], 1]
     out = static_out((1, 4, 4, 4), np.float32)
-    assert _run_split([x, w, None, *common], out, 2) == (0, 2)
+    assert call_split(OP, x, w, None, *common, out, threads=2) == (0, 2)
     # an out too small for the result: the prep call fails, no part runs
-    status, n = _run_split([x, w, None, *common], static_out((1, 4, 3, 3), np.float32), 2)
+    status, n = call_split(OP, x, w, None, *common, static_out((1, 4, 3, 3), np.float32),
+                           threads=2)
     assert status != 0 and n == 2

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, check_compiled,
-                                   static_out)
+from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, call_split,
+                                   check_compiled, static_out)
 
 RNG = np.random.default_rng(0)
 SHAPE_PAIRS = [((), ()), ((5,), (5,)), ((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (1,)),
@@ -59,6 +59,26 @@ def test_gelu_and_clamps(approximate):
     _check("aten::gelu.out", [a, approximate], a.shape, np.float32, tol=1e-5)
     _check("aten::hardtanh.out", [a, -0.5, 0.5], a.shape, np.float32)
     _check("aten::clamp.out", [a, -0.25, 1.0], a.shape, np.float32)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_libm_ops_split_into_element_ranges(threads, monkeypatch):
+    """Intra-op threads: gelu/sigmoid/tanh/exp split into element ranges give the one-call
+    result bit for bit; a strided input runs whole in part 0."""
+    from kernels.fast import elementwise
+
+    monkeypatch.setattr(elementwise, "SPLIT_ELEMS", 1)
+    a = _rand((7, 13), np.float32)
+    a[0, 0], a[1, 1] = np.nan, np.inf
+    for name, args in (("aten::gelu.out", [a, "none"]), ("aten::gelu.out", [a, "tanh"]),
+                       ("aten::sigmoid.out", [a]), ("aten::exp.out", [a]),
+                       ("aten::tanh.out", [a.T])):
+        shape = args[0].shape
+        one = static_out(shape, np.float32)
+        assert call_fast(name, *args, one) == 0
+        for out in (static_out(shape, np.float32), bound_out((9, 15), np.float32)):
+            assert call_split(name, *args, out, threads=threads) == (0, threads)
+            np.testing.assert_array_equal(out.numpy(), one.numpy(), err_msg=name)
 
 
 def test_scalar_ops():

@@ -11,7 +11,8 @@ from cython_ext import Dynamism, ETensor, from_numpy_dtype
 from cython_ext.desc import DescTable
 from kernels.fast import blas, get_binder
 from kernels.fast.context import BindContext
-from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
+from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, call_split,
+                                  static_out)
 
 RNG = np.random.default_rng(0)
 DTYPES = [np.float32, np.float64]
@@ -95,6 +96,37 @@ def test_linear(in_shape, bias, dtype):
     b = _rand((4,), dtype) if bias else None
     _check("aten::linear.out", [x, w, b], in_shape[:-1] + (4,), dtype)
     _check("aten::linear.out", [x, _transposed(w), b], in_shape[:-1] + (4,), dtype)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_split_into_row_parts_is_bit_identical(threads, monkeypatch):
+    """Intra-op threads: products split into row ranges (odd splits, a batch, a constant B
+    packed for a part's rows, bias and alpha/beta on each part's rows) give the one-call
+    result bit for bit, into static outs and into bound outs the prep call resizes."""
+    from kernels.fast import linalg
+
+    monkeypatch.setattr(linalg, "SPLIT_MACS", 0)
+    dt = np.float32
+    for m, k, n in ((7, 33, 5), (40, 20, 3), (3, 50, 64), (97, 64, 96)):
+        a, b, s = _rand((m, k), dt), _rand((k, n), dt), _rand((n,), dt)
+        cases = [("aten::mm.out", [a, b], (m, n)),
+                 ("aten::mm.out", [_transposed(a), b], (m, n)),
+                 ("aten::addmm.out", [s, a, _constant(b, transposed=True), 0.5, 2.0], (m, n)),
+                 ("aten::addmm.out", [_rand((m, 1), dt), a, b, 1, 1], (m, n)),
+                 ("aten::linear.out", [a, _constant(np.ascontiguousarray(b.T)), s], (m, n)),
+                 ("aten::linear.out", [a.reshape(1, m, k), _constant(np.ascontiguousarray(b.T)),
+                                       None], (1, m, n)),
+                 ("aten::bmm.out", [_rand((3, m, k), dt), _rand((3, k, n), dt)], (3, m, n))]
+        for name, args, shape in cases:
+            ref = static_out(shape, dt)
+            call(name, *args, ref)
+            for out in (static_out(shape, dt), bound_out(tuple(x + 2 for x in shape), dt)):
+                status, parts = call_split(name, *args, out, threads=threads)
+                assert status == 0 and parts == min(threads, m), (name, status, parts)
+                np.testing.assert_array_equal(out.numpy(), ref.numpy(), err_msg=name)
+    # a failing check stops the call before any part runs
+    status, parts = call_split("aten::mm.out", a, b, static_out((m, n + 1), dt), threads=threads)
+    assert status != 0 and parts == min(threads, m)
 
 
 def test_declines_and_errors():
