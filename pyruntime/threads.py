@@ -1,9 +1,12 @@
-"""The ``threads=`` setting: intra-op parallelism of the kernels (OpenBLAS's pool).
+"""The ``threads=`` setting: intra-op parallelism of the kernels.
 
 A Method runs with its own ``threads`` (default: the Runtime's, which defaults
-to the number of cores). The setting is applied before each execute; it is a
-process-wide library setting, so two methods running concurrently with
-different values share whichever was applied last.
+to the number of cores). On the fast tier it is fixed at load: the heavy kernels
+are split into that many parts, run at once on the execute loop's thread pool
+(``cython_ext._loop``). It also sizes OpenBLAS's pool (the few kernels that call
+BLAS, ``kernels.blas_lib``, and numpy's matmul), applied before each execute: a
+process-wide library setting, so two methods running concurrently with different
+values share whichever was applied last.
 """
 from __future__ import annotations
 
