@@ -41,7 +41,7 @@ B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B
 # own out: the final one overlaps the input).
 EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8
 EP_CHUNK = 512  # output columns per gemm call when an epilogue follows
-# Split into parts (intra-op threads, ``BindContext.bind_parts``): B_NPART parts, B_PART
+# Split into parts (intra-op threads, ``BindContext.bind_split``): B_NPART parts, B_PART
 # this block's: -1 checks and resizes the out, -2 does the move (B_MOVE), k >= 0 computes
 # part k: a range of whole output planes (direct loop) or a range of output columns of
 # every plane (gemm), each part with its own scratch. B_NPART 0: the whole call.
