@@ -102,21 +102,26 @@ def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
         compiled = {}
         if not missing:
             m = prog.load_method(name, tier="fast")
-            kinds = m._fast.loop.kinds()
-            fused_into = {p for _, _, members in m._fast.fusions for p in members}
-            for pc, (_, _, ins) in enumerate(m._fast.flat):
+            fp = m._fast
+            kinds = fp.loop.kinds()
+            fused_into = {p for _, _, members in fp.fusions for p in members}
+            # what the loop runs split into parts (intra-op threads)
+            runs = {**fp.calls, **({pc: r for pc, r, _ in fp.fusions} if fp.fused else {})}
+            for pc, (_, _, ins) in enumerate(fp.flat):
                 if ins[0] == 0:  # a KernelCall
-                    c = compiled.setdefault(ins[5], [0, 0, 0, 0])
+                    c = compiled.setdefault(ins[5], [0, 0, 0, 0, 0])
                     # compiled / reference / folded / fused into a convolution
                     c[3 if pc in fused_into else {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
+                    c[4] += pc not in fused_into and kinds[pc] == 0 and len(runs.get(pc, ())) > 2
         for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             if op in missing:
                 close = ", ".join(closest_names(op))
                 w(f"    {n:5d}  {op}: MISSING (closest: {close or 'none'})\n")
             else:
-                fast, ref, folded, fused = compiled.get(op, (0, n, 0, 0))
+                fast, ref, folded, fused, split = compiled.get(op, (0, n, 0, 0, 0))
                 extra = f", {folded} folded into constant views" if folded else ""
                 extra += f", {fused} fused into the convolution before" if fused else ""
+                extra += f", {split} split over {m.threads} threads" if split else ""
                 w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference{extra}\n")
         if missing:
             w(f"  {len(missing)} operator(s) have no kernel: the method cannot load\n")

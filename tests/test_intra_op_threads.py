@@ -123,3 +123,21 @@ def test_a_forked_child_runs_split_kernels():
     p = subprocess.run([sys.executable, "-c", _FORK], capture_output=True, text=True,
                        timeout=600)
     assert "CHILD 0" in p.stdout, p.stdout + p.stderr[-2000:]
+
+
+def test_inspect_counts_split_calls(mobilenet):
+    import io
+
+    from pyruntime.cli import inspect_ops
+
+    fx, _ = mobilenet
+    rt = pyruntime.Runtime.get()
+    old = rt.threads
+    try:
+        rt.threads = 2
+        out = io.StringIO()
+        inspect_ops(fx.pte_path, out=out)
+    finally:
+        rt.threads = old
+    conv = [line for line in out.getvalue().splitlines() if "aten::convolution.out" in line]
+    assert conv and "split over 2 threads" in conv[0], out.getvalue()

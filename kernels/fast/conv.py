@@ -562,8 +562,9 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
     ``pyruntime.fusion``'s). ``conv``: the convolution's arguments without its out;
     ``bn``: (weight, bias, running_mean, running_var, eps) of
     ``_native_batch_norm_legit_no_training`` or None; ``act``: ("clamp", min, max) with
-    bounds the compiled clamp takes (``elementwise.bounds_ok``), ("relu",) or None. The per-channel constants are read here, so the bias and the batch
-    norm's tensors must be constants. The values are bit for bit the unfused ones: the same
+    bounds the compiled clamp takes (``elementwise.bounds_ok``), ("relu",) or None. The
+    per-channel constants are read here, so the bias and the batch norm's tensors must be
+    constants. The values are bit for bit the unfused ones: the same
     float operations on each element, in the same order (``_epilogue``). With
     ``conv_out`` (when ``out`` overlaps the input, which is read while results are
     written), the kernel writes there and then moves the result to ``out``. None if not
