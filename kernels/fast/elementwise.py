@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import carray, njit
 
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
-                             ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, resize_like,
-                             resize_to, same_shape)
+                             ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, ptr_like,
+                             resize_like, resize_to, same_shape)
 from kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -41,7 +41,7 @@ def _bin(op, x, y, alpha):
 
 
 @njit(inline="always")
-def _binary_typed(op, a, b, o, alpha, m):
+def _binary_typed(op, a, b, o, alpha, m, w):
     # hot paths first, without allocating: equal shapes, or a scalar right operand
     if is_contiguous(a) and is_contiguous(b) and (same_shape(a, b) or b[3] == 1) \
             and a[2] >= b[2]:
@@ -61,15 +61,15 @@ def _binary_typed(op, a, b, o, alpha, m):
                 for i in range(n):
                     z[i] = _bin(op, x[i], y[i], alpha)
             return OK
-    return _binary_general(op, a, b, o, alpha, m)
+    return _binary_general(op, a, b, o, alpha, m, w)
 
 
 @njit
-def _binary_general(op, a, b, o, alpha, m):
+def _binary_general(op, a, b, o, alpha, m, w):
+    """Broadcast and strided operands; ``w``: 64 int64 words of scratch (the block's),
+    so that no call allocates."""
     nd = o[2]
-    sizes = np.empty(16, np.int64)
-    sa = np.zeros(16, np.int64)
-    sb = np.zeros(16, np.int64)
+    sizes, sa, sb, idx = w[0:16], w[16:32], w[32:48], w[48:64]
     na, nb = a[2], b[2]
     for i in range(nd):  # broadcast shapes, aligned right
         ia = i - (nd - na)
@@ -107,22 +107,30 @@ def _binary_general(op, a, b, o, alpha, m):
         for i in range(n):
             z[i] = _bin(op, xv, y[i], alpha)
         return OK
-    idx = np.zeros(16, np.int64)
+    if nd == 0:
+        z[0] = _bin(op, x[0], y[0], alpha)
+        return OK
+    # the innermost dim as a tight loop, an N-d counter over the rest
+    inner = sizes[nd - 1]
+    ja, jb, jo = sa[nd - 1], sb[nd - 1], o[24 + nd - 1]
+    for i in range(nd):
+        idx[i] = 0
     pa = 0
     pb = 0
-    for k in range(n):
-        po = 0
-        for i in range(nd):
-            po += idx[i] * o[24 + i]
-        z[po] = _bin(op, x[pa], y[pb], alpha)
-        for i in range(nd - 1, -1, -1):  # advance the N-d counter
+    po = 0
+    for _ in range(n // inner):
+        for j in range(inner):
+            z[po + j * jo] = _bin(op, x[pa + j * ja], y[pb + j * jb], alpha)
+        for i in range(nd - 2, -1, -1):  # advance the counter over the outer dims
             idx[i] += 1
             pa += sa[i]
             pb += sb[i]
+            po += o[24 + i]
             if idx[i] < sizes[i]:
                 break
             pa -= sa[i] * sizes[i]
             pb -= sb[i] * sizes[i]
+            po -= o[24 + i] * sizes[i]
             idx[i] = 0
     return OK
 
@@ -134,14 +142,15 @@ def binary_kernel(block):
     o = desc(block[3])
     dt = o[1]
     alpha = bits_to_f64(block[4])
+    w = carray(ptr_like(block[5], np.int64(0)), 64)
     if dt == ST_F32:
-        return _binary_typed(op, a, b, o, np.float32(alpha), np.float32(0))
+        return _binary_typed(op, a, b, o, np.float32(alpha), np.float32(0), w)
     if dt == ST_F64:
-        return _binary_typed(op, a, b, o, alpha, np.float64(0))
+        return _binary_typed(op, a, b, o, alpha, np.float64(0), w)
     if dt == ST_I64:
-        return _binary_typed(op, a, b, o, np.int64(alpha), np.int64(0))
+        return _binary_typed(op, a, b, o, np.int64(alpha), np.int64(0), w)
     if dt == ST_I32:
-        return _binary_typed(op, a, b, o, np.int32(alpha), np.int32(0))
+        return _binary_typed(op, a, b, o, np.int32(alpha), np.int32(0), w)
     return NOT_SUPPORTED
 
 
@@ -156,8 +165,8 @@ def _bind_binary(ctx, op, a, b, out, alpha=1):
         return None
     if out.dtype in INTS and not isinstance(alpha, int):
         return None
-    return ctx.bind(lazy(binary_kernel),
-                    [op, ctx.desc(a), ctx.desc(b), ctx.desc(out), ctx.f64(alpha)])
+    return ctx.bind(lazy(binary_kernel), [op, ctx.desc(a), ctx.desc(b), ctx.desc(out),
+                                          ctx.f64(alpha), ctx.buffer(64 * 8)])
 
 
 @register_fast("aten::add.out")

@@ -44,6 +44,33 @@ def test_binary(op, shapes, dtype):
     _check(f"aten::{op}.out", args, out_shape, dtype)
 
 
+@pytest.mark.parametrize("a_shape,b_shape", [((1, 1, 4, 8), (1, 1, 1, 8)),
+                                             ((1, 4, 1, 32), (1, 32)), ((3, 1, 5), (2, 1)),
+                                             ((2, 3, 4, 5), (3, 1, 5)), ((7,), (2, 1, 7))])
+def test_broadcast_into_strided_outs(a_shape, b_shape):
+    """The strided path (innermost dim as a tight loop, an N-d counter over the rest) into
+    contiguous and channels-last outs, from a transposed operand: the reference's values."""
+    from cython_ext import ETensor, from_numpy_dtype
+
+    a, b = _rand(a_shape, np.float32), _rand(b_shape, np.float32)
+    shape = np.broadcast_shapes(a_shape, b_shape)
+    ref = static_out(shape, np.float32)
+    call("aten::mul.out", a, b, ref)
+    order = tuple(range(len(shape)))
+    outs = [static_out(shape, np.float32)]
+    if len(shape) == 4:
+        order = (0, 2, 3, 1)
+        outs.append(ETensor.empty(from_numpy_dtype(np.float32), shape, order))
+    at = ETensor(from_numpy_dtype(np.float32), a.shape, order if a.ndim == len(order) else
+                 tuple(range(a.ndim)))
+    at.storage = np.ascontiguousarray(a.transpose(at.dim_order)).reshape(-1).view(np.uint8)
+    assert np.array_equal(at.numpy(), a)
+    for x in (a, at):
+        for out in outs:
+            assert call_fast("aten::mul.out", x, b, out) == 0
+            np.testing.assert_array_equal(out.numpy(), ref.numpy())
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("op", ["relu", "sigmoid", "tanh", "exp", "neg", "abs", "sqrt", "rsqrt"])
 def test_unary(op, dtype):
