@@ -35,74 +35,91 @@ def nr_of(itemsize):
     return 64 // itemsize
 
 
-def _microkernel(mr):
+def _microkernel(mr, panels=1):
     """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, marker)``: C[0:mr, 0:NR] (row stride
     ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in order;
-    B's rows ``ldb`` elements apart (NR: a packed panel)."""
+    B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 (one row:
+    a matrix-vector product, latency-bound on 2 accumulators otherwise) it takes
+    ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, marker)`` and computes C[0, 0:panels*NR]
+    from ``panels`` B panels ``pstride`` elements apart, each element the same sum."""
+    def typer(nargs, marker):
+        return types.void(*([types.int64] * (nargs - 1)), marker), codegen
 
-    @intrinsic
-    def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, marker):
-        sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
-                         types.int64, types.int64, marker)
-
-        def codegen(context, builder, signature, args):
+    def codegen(context, builder, signature, args):
+        if panels == 1:
             pa, pb, ldb, pc, ldc, kc, load, _ = args
-            mt = signature.args[7]
-            fty = context.get_value_type(mt)
-            w = 8 if mt == types.float32 else 4  # lanes of a 256-bit vector
-            align = 4 if mt == types.float32 else 8
-            nv = 2
-            vty = ir.VectorType(fty, w)
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            fp, vp = fty.as_pointer(), vty.as_pointer()
-            A = builder.inttoptr(pa, fp)
-            B = builder.inttoptr(pb, fp)
-            C = builder.inttoptr(pc, fp)
-            acc = [[cgutils.alloca_once(builder, vty) for _ in range(nv)] for _ in range(mr)]
+            pstride = None
+        else:
+            pa, pb, ldb, pstride, pc, ldc, kc, load, _ = args
+        mt = signature.args[-1]
+        fty = context.get_value_type(mt)
+        w = 8 if mt == types.float32 else 4  # lanes of a 256-bit vector
+        align = 4 if mt == types.float32 else 8
+        nv = 2 * panels
+        vty = ir.VectorType(fty, w)
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        fp, vp = fty.as_pointer(), vty.as_pointer()
+        A = builder.inttoptr(pa, fp)
+        B = builder.inttoptr(pb, fp)
+        C = builder.inttoptr(pc, fp)
+        acc = [[cgutils.alloca_once(builder, vty) for _ in range(nv)] for _ in range(mr)]
 
-            def cptr(r, v):
-                off = builder.add(builder.mul(ir.Constant(i64, r), ldc), ir.Constant(i64, v * w))
-                return builder.bitcast(builder.gep(C, [off]), vp)
+        def cptr(r, v):
+            off = builder.add(builder.mul(ir.Constant(i64, r), ldc), ir.Constant(i64, v * w))
+            return builder.bitcast(builder.gep(C, [off]), vp)
 
-            zero = ir.Constant(vty, [ir.Constant(fty, 0.0)] * w)
-            with builder.if_else(builder.icmp_signed("!=", load, ir.Constant(i64, 0))) as (
-                    then, otherwise):
-                with then:
-                    for r in range(mr):
-                        for v in range(nv):
-                            builder.store(builder.load(cptr(r, v), align=align), acc[r][v])
-                with otherwise:
-                    for r in range(mr):
-                        for v in range(nv):
-                            builder.store(zero, acc[r][v])
-            undef = ir.Constant(vty, ir.Undefined)
-            splat_mask = ir.Constant(ir.VectorType(i32, w), [ir.Constant(i32, 0)] * w)
-            with cgutils.for_range(builder, kc) as loop:
-                t = loop.index
-                bb = builder.mul(t, ldb)
-                bv = [builder.load(builder.bitcast(
-                    builder.gep(B, [builder.add(bb, ir.Constant(i64, v * w))]), vp), align=align)
-                    for v in range(nv)]
-                ab = builder.mul(t, ir.Constant(i64, MR))
+        zero = ir.Constant(vty, [ir.Constant(fty, 0.0)] * w)
+        with builder.if_else(builder.icmp_signed("!=", load, ir.Constant(i64, 0))) as (
+                then, otherwise):
+            with then:
                 for r in range(mr):
-                    a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
-                    av = builder.shuffle_vector(
-                        builder.insert_element(undef, a, ir.Constant(i32, 0)), undef, splat_mask)
                     for v in range(nv):
-                        p = builder.fmul(av, bv[v])
-                        builder.store(builder.fadd(builder.load(acc[r][v]), p), acc[r][v])
+                        builder.store(builder.load(cptr(r, v), align=align), acc[r][v])
+            with otherwise:
+                for r in range(mr):
+                    for v in range(nv):
+                        builder.store(zero, acc[r][v])
+        undef = ir.Constant(vty, ir.Undefined)
+        splat_mask = ir.Constant(ir.VectorType(i32, w), [ir.Constant(i32, 0)] * w)
+
+        def boff(v):  # vector v of a B row: its panel's start, then its place in the panel
+            o = ir.Constant(i64, (v % 2) * w)
+            return o if v < 2 else builder.add(
+                builder.mul(ir.Constant(i64, v // 2), pstride), o)
+
+        with cgutils.for_range(builder, kc) as loop:
+            t = loop.index
+            bb = builder.mul(t, ldb)
+            bv = [builder.load(builder.bitcast(
+                builder.gep(B, [builder.add(bb, boff(v))]), vp), align=align)
+                for v in range(nv)]
+            ab = builder.mul(t, ir.Constant(i64, MR))
             for r in range(mr):
+                a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
+                av = builder.shuffle_vector(
+                    builder.insert_element(undef, a, ir.Constant(i32, 0)), undef, splat_mask)
                 for v in range(nv):
-                    builder.store(builder.load(acc[r][v]), cptr(r, v), align=align)
-            return context.get_dummy_value()
+                    p = builder.fmul(av, bv[v])
+                    builder.store(builder.fadd(builder.load(acc[r][v]), p), acc[r][v])
+        for r in range(mr):
+            for v in range(nv):
+                builder.store(builder.load(acc[r][v]), cptr(r, v), align=align)
+        return context.get_dummy_value()
 
-        return sig, codegen
-
+    if panels == 1:
+        @intrinsic
+        def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, marker):
+            return typer(8, marker)
+    else:
+        @intrinsic
+        def mk(typingctx, pa, pb, ldb, pstride, pc, ldc, kc, load, marker):
+            return typer(9, marker)
     return mk
 
 
 _mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
+_mk1x4 = _microkernel(1, panels=4)  # one row, four panels: 8 accumulators in flight
 
 
 @njit(inline="always")
@@ -256,13 +273,26 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
             for i0 in range(0, m, MR):
                 mr = min(MR, m - i0)
                 a = pap + (i0 * k + t0 * MR) * item
-                for jj in range(0, nb, nr):
+                jj = 0
+                while jj < nb:
                     j = j0 + jj
+                    if mr == 1 and ccs == 1 and nb - jj >= 4 * nr:  # four full panels
+                        if pbp != 0:
+                            b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
+                        elif not direct:
+                            b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
+                        else:
+                            b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
+                        _mk1x4(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load, zero)
+                        jj += 4 * nr
+                        continue
+                    jc = jj  # this panel's column in the block
+                    jj += nr
                     nc = min(nr, n - j)
                     if pbp != 0:
                         b, ldb = pbp + (j * k + t0 * nr) * item, nr
                     elif not direct:
-                        b, ldb = pbb + (jj * k + t0 * nr) * item, nr
+                        b, ldb = pbb + (jc * k + t0 * nr) * item, nr
                     elif nc == nr:
                         b, ldb = pb + (t0 * brs + j) * item, brs
                     else:

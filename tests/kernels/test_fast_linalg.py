@@ -49,7 +49,8 @@ def _constant(a: np.ndarray, transposed=False) -> ETensor:
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 300, 40), (40, 300, 1), (64, 37, 4), (7, 129, 31),
-                                   (5, 64, 200), (33, 65, 17)])
+                                   (5, 64, 200), (33, 65, 17), (1, 33, 64), (1, 65, 300),
+                                   (1, 300, 130)])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_shapes_and_constant_operands(m, k, n, dtype):
     """Wide, narrow (computed transposed) and odd shapes; a constant mat2 read transposed
