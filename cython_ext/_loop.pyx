@@ -7,7 +7,8 @@ ExecuTorch error code; a Python instruction is run by re-acquiring the GIL
 and calling ``callback(pc)``, which returns the next pc or -1.
 
 A kernel split into parts (intra-op threads) is called three ways: once on its
-``prep`` block (checks and output resize), then on each part's block, the parts
+``prep`` block (checks and output resize; at sizes too small to split, the whole call,
+answered with SPLIT_WHOLE), then on each part's block, the parts
 spread over a process-wide pool of worker threads with the caller doing its
 share, then on its ``post`` block if it has one. The parts write disjoint
 outputs, so the result does not depend on how many threads ran them. The pool
@@ -179,6 +180,11 @@ def ensure_threads(int threads):
         got = pr_ensure(threads)
     return got
 
+# a prep call's answer: it did the whole call itself, the parts are skipped
+# (kernels.fast.nb.SPLIT_WHOLE)
+cdef enum:
+    SPLIT_WHOLE = -1
+
 cdef enum Kind:
     K_KERNEL = 0
     K_PYTHON = 1
@@ -262,10 +268,12 @@ cdef class Loop:
                 if ins.kind == K_KERNEL:
                     if ins.nparts:
                         status = ins.fn(ins.prep)
-                        if status == 0:
+                        if status == SPLIT_WHOLE:  # prep did the whole call (small sizes)
+                            status = 0
+                        elif status == 0:
                             status = pr_run(ins.fn, ins.parts, ins.nparts)
-                        if status == 0 and ins.post != NULL:
-                            status = ins.fn(ins.post)
+                            if status == 0 and ins.post != NULL:
+                                status = ins.fn(ins.post)
                     else:
                         status = ins.fn(ins.block)
                     if status != 0:

@@ -24,8 +24,8 @@ import numpy as np
 from numba import carray, njit
 
 from kernels.fast import register_fast
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, desc, lazy,
-                             ptr_like, resize_to)
+from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
+                             ST_F64, desc, lazy, ptr_like, resize_to)
 from kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
                                   packed_size, scratch_size)
 
@@ -44,7 +44,9 @@ EP_CHUNK = 512  # output columns per gemm call when an epilogue follows
 # Split into parts (intra-op threads, ``BindContext.bind_split``): B_NPART parts, B_PART
 # this block's: -1 checks and resizes the out, -2 does the move (B_MOVE), k >= 0 computes
 # part k: a range of whole output planes (direct loop) or a range of output columns of
-# every plane (gemm), each part with its own scratch. B_NPART 0: the whole call.
+# every plane (gemm), each part with its own scratch. B_NPART 0: the whole call. The prep
+# block's B_FN holds the multiply-adds below which the prep call does the whole call
+# itself at the run's sizes (and returns SPLIT_WHOLE: the loop then skips the parts).
 PART_PREP, PART_POST = -1, -2
 SPLIT_MACS = 1 << 19  # multiply-adds below which a convolution is not split
 
@@ -329,22 +331,26 @@ def _conv(block, zero, item):
     L = OH * OW
     if block[B_BIAS] != 0 and desc(block[B_BIAS])[3] != O:
         return INVALID_ARGUMENT
-    if part == PART_POST or (npart == 0 and block[B_MOVE] != 0):
-        if npart == 0:  # the whole call: compute, then move
-            st = _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
-                            dh, dw, OH, OW, 0, 1, zero, item)
-            if st != OK:
-                return st
+    # the whole call: with no parts, or from the prep call when these sizes are too small
+    # to split (the bind-time split was for the upper-bound sizes)
+    whole = npart == 0 or (part == PART_PREP and N * O * L * Cg * KH * KW < block[B_FN])
+    if whole:
+        st = _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh,
+                        dw, OH, OW, 0, 1, zero, item)
+        if st != OK:
+            return st
+    elif part == PART_PREP:
+        return _conv_resize(o, nd, N, O, OH, OW)
+    elif part != PART_POST:
+        return _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh,
+                          dw, OH, OW, part, npart, zero, item)
+    if block[B_MOVE] != 0:  # the whole call's or the post call's move
         d = desc(block[B_MOVE])
         st = resize_to(d, (N, O, OH, OW), 4) if nd == 4 else resize_to(d, (N, O, OW), 3)
         if st != OK:
             return st
         _move(d[0], o[0], N * O * L, zero)
-        return OK
-    if part == PART_PREP:
-        return _conv_resize(o, nd, N, O, OH, OW)
-    return _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
-                      OH, OW, max(part, 0), max(npart, 1), zero, item)
+    return SPLIT_WHOLE if npart != 0 and part == PART_PREP else OK
 
 
 @njit
@@ -536,7 +542,7 @@ def _bind(ctx, words, parts, tail):
     n = len(parts)
     return ctx.bind_split(fn, words + tail + [0, 0], [w + tail + [k, n] for k, w in
                                                       enumerate(parts)],
-                          words + tail + [PART_PREP, n],
+                          [SPLIT_MACS] + words[1:] + tail + [PART_PREP, n],
                           words + tail + [PART_POST, n] if tail[2] else None)
 
 

@@ -14,8 +14,8 @@ from numba import carray, njit
 
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
-                             ST_I64, bits_to_f64, desc, flat, is_contiguous, lazy, ptr_like,
-                             resize_like, resize_to, same_shape)
+                             ST_I64, SPLIT_WHOLE, bits_to_f64, desc, flat, is_contiguous, lazy,
+                             ptr_like, resize_like, resize_to, same_shape)
 from kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -285,12 +285,17 @@ def _un(op, x, lo, hi):
 
 
 @njit(inline="always")
-def _unary_typed(op, a, o, lo, hi, m, part, npart):
+def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
     nd = a[2]
+    done = OK
     if npart == 0 or part < 0:
         st = resize_like(o, a)
-        if st != OK or part < 0:
+        if st != OK:
             return st
+        if part < 0:  # the prep call: the whole call too when there are few elements
+            if o[3] >= least:
+                return OK
+            npart, done = 0, SPLIT_WHOLE
     x = flat(a, m)
     z = flat(o, m)
     n = o[3]
@@ -305,15 +310,15 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart):
                 v = x[i]
                 v = lo if v < lo else v
                 z[i] = hi if v > hi else v
-            return OK
+            return done
         if op == U_RELU:
             for i in range(n):
                 v = x[i]
                 z[i] = v if v > 0 or v != v else 0
-            return OK
+            return done
         for i in range(n):
             z[i] = _un(op, x[i], lo, hi)
-        return OK
+        return done
     if part > 0:  # strided: part 0 does all
         return OK
     idx = np.zeros(16, np.int64)
@@ -329,7 +334,7 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart):
             if idx[i] < a[8 + i]:
                 break
             idx[i] = 0
-    return OK
+    return done
 
 
 def unary_kernel(block):
@@ -338,21 +343,25 @@ def unary_kernel(block):
     o = desc(block[2])
     lo = bits_to_f64(block[3])
     hi = bits_to_f64(block[4])
-    part, npart = block[5], block[6]
+    part, npart, least = block[5], block[6], block[7]
     dt = o[1]
     if dt == ST_F32:
-        return _unary_typed(op, a, o, np.float32(lo), np.float32(hi), np.float32(0), part, npart)
+        return _unary_typed(op, a, o, np.float32(lo), np.float32(hi), np.float32(0), part, npart,
+                            least)
     if dt == ST_F64:
-        return _unary_typed(op, a, o, lo, hi, np.float64(0), part, npart)
+        return _unary_typed(op, a, o, lo, hi, np.float64(0), part, npart, least)
     if dt == ST_I64:
-        return _unary_typed(op, a, o, np.int64(lo), np.int64(hi), np.int64(0), part, npart)
+        return _unary_typed(op, a, o, np.int64(lo), np.int64(hi), np.int64(0), part, npart,
+                            least)
     if dt == ST_I32:
-        return _unary_typed(op, a, o, np.int32(lo), np.int32(hi), np.int32(0), part, npart)
+        return _unary_typed(op, a, o, np.int32(lo), np.int32(hi), np.int32(0), part, npart,
+                            least)
     return NOT_SUPPORTED
 
 
 # ops that cost a libm call per element: split into element ranges across threads
-# (``BindContext.bind_split``; block words 5, 6: part, parts) from this many elements
+# (``BindContext.bind_split``; block words 5, 6, 7: part, parts, and in the prep block the
+# elements below which it does the whole call at the run's sizes) from this many elements
 _SPLIT = frozenset({U_SIGMOID, U_TANH, U_EXP, U_GELU, U_GELU_TANH, U_SILU})
 SPLIT_ELEMS = 1 << 14
 
@@ -363,9 +372,9 @@ def _bind_unary(ctx, op, a, out, lo=0.0, hi=0.0, ints=False):
     words = [op, ctx.desc(a), ctx.desc(out), ctx.f64(lo), ctx.f64(hi)]
     n = min(ctx.threads, out.numel) if op in _SPLIT and out.numel >= SPLIT_ELEMS else 1
     if n < 2:
-        return ctx.bind(lazy(unary_kernel), words + [0, 0])
-    return ctx.bind_split(lazy(unary_kernel), words + [0, 0],
-                          [words + [k, n] for k in range(n)], words + [-1, n])
+        return ctx.bind(lazy(unary_kernel), words + [0, 0, 0])
+    return ctx.bind_split(lazy(unary_kernel), words + [0, 0, 0],
+                          [words + [k, n, 0] for k in range(n)], words + [-1, n, SPLIT_ELEMS])
 
 
 def _unary_binder(op, ints=False):

@@ -14,8 +14,8 @@ import numpy as np
 from numba import carray, njit
 
 from kernels.fast import register_fast
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64,
-                             desc, lazy, ptr_like, resize_to)
+from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
+                             ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
 from kernels.fast.ordered import gemm_scratch, ordered_gemm, pack_weight, scratch_size
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -24,8 +24,10 @@ OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
 # B (a constant weight) packed at load for ``ordered_gemm`` else 0, and how (``ordered.PK_*``),
 # this block's part and the number of parts (intra-op threads, ``BindContext.bind_split``:
 # part -1 resizes the out, part k computes rows [m * k // n, m * (k + 1) // n) of every
-# product; 0 parts: the whole call)
-K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK, K_PART, K_NPART = range(13)
+# product; 0 parts: the whole call) and, in the prep block, the multiply-adds below which
+# the prep call does the whole call at the run's sizes (returning SPLIT_WHOLE)
+K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK, K_PART, K_NPART, \
+    K_MIN = range(14)
 SPLIT_MACS = 1 << 19  # multiply-adds below which a product is not split
 
 
@@ -86,8 +88,13 @@ def _matmul(block, alpha, beta, mk, item):
         st = resize_to(o, (m, n), 2)
         ars, acs, brs, bcs = a[24], a[25], b[24], b[25]
     npart, part = block[K_NPART], block[K_PART]
-    if st != OK or part < 0:
+    if st != OK:
         return st
+    done = OK
+    if part < 0:  # the prep call: resized; the whole call too when it is small
+        if nb * m * n * k >= block[K_MIN]:
+            return OK
+        npart, done = 0, SPLIT_WHOLE
     r0, r1 = (m * part // npart, m * (part + 1) // npart) if npart else (0, m)
     if r0 >= r1:
         return OK
@@ -101,14 +108,14 @@ def _matmul(block, alpha, beta, mk, item):
                      b[0] + i * b[24] * item, brs, bcs, o[0] + (i * m + r0) * n * item, n, scr,
                      mk, item, block[K_BP], block[K_BK])
     if op == OP_LINEAR and block[K_S] != 0:
-        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1)
-    if op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
-        return _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk, r0, r1)
-    if op == OP_ADDMM and alpha != 1:
+        st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1)
+    elif op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
+        st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk, r0, r1)
+    elif op == OP_ADDMM and alpha != 1:
         z = ptr_like(o[0], mk)
         for i in range(r0 * n, r1 * n):
             z[i] = z[i] * alpha
-    return OK
+    return st if st != OK else done
 
 
 def matmul_kernel(block):
@@ -151,7 +158,7 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         ctx.scratch.append(bp)
         packed = bp.ctypes.data
     words = [op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
-             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0]
+             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0, 0]
     blocks = []
     for p in range(parts):  # the gemm's scratch at load-time (upper-bound) sizes, per part
         nelem = scratch_size(m if p == 0 else mp, n, k)  # (part 0's serves the whole call)
@@ -159,10 +166,11 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         w[K_SCR], w[K_SCRN] = ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0, nelem
         w[K_PART], w[K_NPART] = (p, parts) if parts > 1 else (0, 0)
         blocks.append(w)
-    whole = blocks[0][:K_PART] + [0, 0]
+    whole = blocks[0][:K_PART] + [0, 0, 0]
     if parts == 1:
         return ctx.bind(lazy(matmul_kernel), whole)
-    return ctx.bind_split(lazy(matmul_kernel), whole, blocks, whole[:K_PART] + [-1, parts])
+    return ctx.bind_split(lazy(matmul_kernel), whole, blocks,
+                          whole[:K_PART] + [-1, parts, SPLIT_MACS])
 
 
 @register_fast("aten::mm.out")

@@ -22,6 +22,9 @@ _cache.install()  # per-module, dependency-keyed on-disk cache (see kernels.fast
 OK = 0
 NOT_SUPPORTED = 0x10
 INVALID_ARGUMENT = 0x12
+# a split kernel's prep call did the whole call itself (too small to split at the run's
+# sizes): the loop skips the parts (cython_ext/_loop.pyx)
+SPLIT_WHOLE = -1
 
 # ScalarType codes a kernel dispatches on at run time.
 ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F16, ST_F32, ST_F64, ST_BOOL = 0, 1, 2, 3, 4, 5, 6, 7, 11

@@ -134,3 +134,33 @@ def test_empty_tensors_with_a_zero_inner_dim():
     out = static_out((3, 0), np.float32)
     assert call_fast("aten::add.out", a, a, 1, out) == 0
     assert out.shape == (3, 0)
+
+
+def test_split_kernel_runs_whole_when_the_run_is_small():
+    """A kernel split at its bind-time (upper-bound) sizes does the whole call in its prep
+    call when the run's sizes are below the split threshold (a decode step of a model bound
+    for a long prompt), and splits again when they grow back: same values either way."""
+    from cython_ext import Dynamism, ETensor
+    from cython_ext._loop import Loop
+    from cython_ext.desc import DescTable
+    from kernels.fast import get_binder
+    from kernels.fast.context import BindContext
+
+    x = ETensor.from_array(_rand((200, 100), np.float32), dynamism=Dynamism.DYNAMIC_BOUND)
+    out = bound_out((200, 100), np.float32)
+    table = DescTable([x, out], [x.storage, out.storage])
+    ctx = BindContext(table, {id(x): 0, id(out): 1}, [], 2)
+    r = get_binder("aten::gelu.out")(ctx, x, "none", out)
+    assert len(r) == 6 and r[4] == 2  # split at 20,000 elements
+    loop = Loop(1)
+    loop.set_kernel(0, *r)
+    for rows in (200, 1, 3, 200):
+        x.resize((rows, 100))
+        for i, t in enumerate((x, out)):
+            table.push(i, t, force=True)
+        assert loop.run(None, 10) == 0
+        table.pull(1, out)
+        ref = static_out((rows, 100), np.float32)
+        call("aten::gelu.out", x, "none", ref)
+        assert out.shape == (rows, 100)
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())

@@ -204,3 +204,30 @@ def test_set_blas_threads():
         assert blas.set_blas_threads(1) and blas.blas_threads() == 1
     finally:
         blas.set_blas_threads(before)
+
+
+def test_split_product_runs_whole_when_the_run_is_small():
+    """Split at the bind-time rows (a prompt's), run with one row (a decode step): the prep
+    call does the whole product; more rows split again. Same values either way."""
+    from cython_ext._loop import Loop
+
+    x = _bound(_rand((200, 64), np.float32))
+    w = _constant(_rand((64, 96), np.float32).T.copy())
+    b = ETensor.from_array(_rand((96,), np.float32))
+    out = bound_out((200, 96), np.float32)
+    flat = [x, w, b, out]
+    table = DescTable(flat, [t.storage for t in flat])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(flat)}, [], 2)
+    r = get_binder("aten::linear.out")(ctx, x, w, b, out)
+    assert len(r) == 6 and r[4] == 2
+    loop = Loop(1)
+    loop.set_kernel(0, *r)
+    for rows in (200, 1, 7, 150):
+        x.resize((rows, 64))
+        for i, t in enumerate(flat):
+            table.push(i, t, force=True)
+        assert loop.run(None, 10) == 0
+        table.pull(3, out)
+        ref = bound_out((200, 96), np.float32)
+        call("aten::linear.out", x, w, b, ref)
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
