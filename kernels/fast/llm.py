@@ -3,9 +3,12 @@
 Reference: ``kernels/llm.py`` (layouts ``[B, S, H, D]``, grouped-query
 attention, the start_pos / mask / causal rules). Cache updates copy elements
 of any dtype by size, through the strides. SDPA computes in float32 like the
-reference: per (batch, query head) one OpenBLAS sgemm for the scores, a
-softmax row by row (exponentials summed in float64), one sgemm with the
-values; float32 operands whose head_dim is innermost are used in place,
+reference: per (batch, query head, or the group of query heads sharing a KV
+head) the scores, a softmax row by row (exponentials summed in float64), the
+product with the values; both products are OpenBLAS sgemms, or, for at most 6
+rows (decoding) and a head_dim that is a multiple of 16, our own vector code
+(``kernels.fast.attention``: a BLAS call costs more than such a product's
+arithmetic). Float32 operands whose head_dim is innermost are used in place,
 others (half, bfloat16, float64, other dim orders) are converted into
 float32 scratch first, and only the key rows attention reads. ``start_pos``
 may be an Int computed at run time (read through ``ctx.int_ref`` on every
@@ -22,6 +25,12 @@ from numba import carray, njit
 
 from cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from kernels.fast import register_fast
+from kernels.fast.attention import fits as few_rows_fits_py
+from kernels.fast.attention import fits_nb as few_rows_fit
+from kernels.fast.attention import scores as few_rows_scores
+from kernels.fast.attention import scratch_floats as few_rows_scratch_py
+from kernels.fast.attention import scratch_nb as few_rows_scratch
+from kernels.fast.attention import weighted_values as few_rows_values
 from kernels.fast.blas import gemm_addr, matmul_strided
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc, f32_from_bits,
                              is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_like,
@@ -149,29 +158,67 @@ def _expf(x):
     return e if x == x else x
 
 
+@njit(inline="always")
+def _rowmax(sc, b, n):
+    """The largest of sc[b:b+n] (NaN if any is NaN), in 8 independent lanes so it vectorizes."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = NEG_INF
+    nan = False
+    e8 = b + n - n % 8
+    for i in range(b, e8, 8):
+        x0, x1, x2, x3 = sc[i], sc[i + 1], sc[i + 2], sc[i + 3]
+        x4, x5, x6, x7 = sc[i + 4], sc[i + 5], sc[i + 6], sc[i + 7]
+        m0 = x0 if x0 > m0 else m0
+        m1 = x1 if x1 > m1 else m1
+        m2 = x2 if x2 > m2 else m2
+        m3 = x3 if x3 > m3 else m3
+        m4 = x4 if x4 > m4 else m4
+        m5 = x5 if x5 > m5 else m5
+        m6 = x6 if x6 > m6 else m6
+        m7 = x7 if x7 > m7 else m7
+        nan |= (x0 != x0) | (x1 != x1) | (x2 != x2) | (x3 != x3) | (x4 != x4) | (x5 != x5) \
+            | (x6 != x6) | (x7 != x7)
+    for i in range(e8, b + n):
+        x = sc[i]
+        m0 = x if x > m0 else m0
+        nan |= x != x
+    if nan:
+        return np.float32(np.nan)
+    m0 = m0 if m0 > m1 else m1
+    m2 = m2 if m2 > m3 else m3
+    m4 = m4 if m4 > m5 else m5
+    m6 = m6 if m6 > m7 else m7
+    m0 = m0 if m0 > m2 else m2
+    m4 = m4 if m4 > m6 else m6
+    return m0 if m0 > m4 else m4
+
+
 @njit
-def _softmax_rows(sc, rows, per, L, start, scale, causal, has_mask, m, mst):
+def _softmax_rows(psc, rows, per, L, start, scale, causal, has_mask, m, mst):
     """Scores (rows x L, contiguous; row r is query position r // per) -> probabilities,
     in place, as the reference computes: ``* scale`` (+ mask) in float32, masked-out
-    causal positions exactly zero; the exponentials are summed in float64."""
+    causal positions exactly zero; the exponentials are summed in float64. Each pass is
+    its own simple loop over the row, through a pointer (no wraparound checks), so that
+    it vectorizes whatever the arguments."""
+    sc = ptr_like(psc, np.float32(0))
     for r in range(rows):
         i = r // per
         row = r * L
         vis = min(L, start + i + 1) if causal else L
-        mx = NEG_INF
-        for j in range(row, row + vis):
-            x = sc[j] * scale
-            if has_mask:
-                x = x + np.float32(load_f64(m[0], mst, i * m[24] + (j - row) * m[25]))
-            sc[j] = x
-            if x > mx or x != x:
-                mx = x if mx == mx else mx
-        for j in range(row, row + vis):
+        end = row + vis
+        if has_mask:
+            for j in range(row, end):
+                mv = load_f64(m[0], mst, i * m[24] + (j - row) * m[25])
+                sc[j] = sc[j] * scale + np.float32(mv)
+        else:
+            for j in range(row, end):
+                sc[j] = sc[j] * scale
+        mx = _rowmax(sc, row, vis)
+        for j in range(row, end):
             sc[j] = _expf(sc[j] - mx)
         t32 = np.float32(sum_seg(sc, row, vis))
-        for j in range(row, row + vis):
+        for j in range(row, end):
             sc[j] = sc[j] / t32
-        for j in range(row + vis, row + L):
+        for j in range(end, row + L):
             sc[j] = 0
 
 
@@ -219,10 +266,6 @@ def _sdpa(blk, q, k, v, o, start):
         oa, ob, osq, oh = o[0], o[24], o[25], o[26]
     else:
         oa, ob, osq, oh = blk[16], S * hq * D, hq * D, D
-    # scores of one head; a size beyond the bind-time estimate gets per-call scratch
-    n = S * (hq // hk) * L
-    sc = carray(ptr_like(blk[17], np.float32(0)), n) if n <= blk[18] else np.empty(n, np.float32)
-    sca = sc.ctypes.data
     mst = blk[12]
     rep = hq // hk
     one = np.float32(1)
@@ -231,6 +274,15 @@ def _sdpa(blk, q, k, v, o, start):
     # rows have a uniform stride: always when decoding one position.
     grouped = rep > 1 and (S == 1 or (qs[1] == rep * qs[2] and osq == rep * oh))
     per = rep if grouped else 1
+    rows = S * per
+    qrs = qs[2] if grouped else qs[1]
+    ors = oh if grouped else osq
+    few = few_rows_fit(rows, D)  # decoding: no BLAS (see kernels.fast.attention)
+    # scores of one head (and, without BLAS, their panel); a size beyond the bind-time
+    # estimate gets per-call scratch
+    n = few_rows_scratch(rows, L) if few else rows * L
+    sc = carray(ptr_like(blk[17], np.float32(0)), n) if n <= blk[18] else np.empty(n, np.float32)
+    sca = sc.ctypes.data
     for b in range(nb):
         for hh in range(hk if grouped else hq):
             h0 = hh * rep if grouped else hh
@@ -238,15 +290,22 @@ def _sdpa(blk, q, k, v, o, start):
             pq = qa + 4 * (b * qs[0] + h0 * qs[2])
             pk = ka + 4 * (b * ks[0] + g * ks[2])
             pv = va + 4 * (b * vs[0] + g * vs[2])
-            st = matmul_strided(fn, S * per, L, D, one, pq, qs[2] if grouped else qs[1], 1, pk,
-                                1, ks[1], zero, sca, L, zero)
-            if st != OK:
-                return st
-            _softmax_rows(sc, S * per, per, L, start, scale, causal, blk[6] != 0, m, mst)
-            st = matmul_strided(fn, S * per, D, L, one, sca, L, 1, pv, vs[1], 1, zero,
-                                oa + 4 * (b * ob + h0 * oh), oh if grouped else osq, zero)
-            if st != OK:
-                return st
+            po = oa + 4 * (b * ob + h0 * oh)
+            if few:
+                few_rows_scores(rows, L, D, pq, qrs, pk, ks[1], sca)
+            else:
+                st = matmul_strided(fn, rows, L, D, one, pq, qrs, 1, pk, 1, ks[1], zero, sca, L,
+                                    zero)
+                if st != OK:
+                    return st
+            _softmax_rows(sca, rows, per, L, start, scale, causal, blk[6] != 0, m, mst)
+            if few:
+                few_rows_values(rows, L, D, sca, sca + 4 * rows * L, pv, vs[1], po, ors)
+            else:
+                st = matmul_strided(fn, rows, D, L, one, sca, L, 1, pv, vs[1], 1, zero, po, ors,
+                                    zero)
+                if st != OK:
+                    return st
     if not direct:
         src = ptr_like(oa, np.float32(0))
         k4 = 0
@@ -373,6 +432,8 @@ def _bind_sdpa(ctx, op, query, key, value, start_pos, attn_mask, is_causal, scal
 
     rep = query.sizes[2] // key.sizes[2] if key.sizes[2] else 1
     score_cap = max(1, _rows(query) * _rows(key) * rep)
+    if few_rows_fits_py(1, query.sizes[3]):  # room for the panel of few rows too
+        score_cap += few_rows_scratch_py(0, _rows(key))
     words = [op, fn, ctx.desc(query), ctx.desc(key), ctx.desc(value), ctx.int_ref(start_pos),
              0 if attn_mask is None else ctx.desc(attn_mask), int(bool(is_causal)),
              ctx.f64(0.0 if scale is None else scale), int(scale is not None),
