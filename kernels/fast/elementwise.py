@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, njit
+from numba import carray, njit, types
+from numba.extending import overload
 
 from kernels.fast import register_fast
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
@@ -40,6 +41,53 @@ def _bin(op, x, y, alpha):
     return x if x < y or x != x else y
 
 
+def _vector_loops(m):
+    """Whether ``_rows`` gives ``m``'s dtype loops of their own per op (numba only)."""
+    raise NotImplementedError
+
+
+@overload(_vector_loops, inline="always")
+def _vector_loops_ov(m):
+    # float32 only (what models run): each such loop is vectorized code to compile, and
+    # compiling them for every dtype made this kernel compile for minutes
+    ok = m == types.float32
+    return lambda m: ok
+
+
+@njit(inline="always")
+def _unit_rows(op, x, ox, y, oy, jb, z, oz, n, alpha):
+    if jb == 1:
+        for j in range(n):
+            z[oz + j] = _bin(op, x[ox + j], y[oy + j], alpha)
+    else:
+        yv = y[oy]
+        for j in range(n):
+            z[oz + j] = _bin(op, x[ox + j], yv, alpha)
+
+
+@njit
+def _rows(op, x, ox, ja, y, oy, jb, z, oz, jo, n, alpha):
+    """z[oz + j*jo] = x[ox + j*ja] op y[oy + j*jb] for j < n, through typed pointers (no
+    wraparound checks). For float32 with unit strides (or a broadcast right scalar,
+    stride 0), add/sub/mul/div each get a loop with the op a constant, which vectorizes;
+    the rest run one loop that tests the op per element."""
+    if jo == 1 and ja == 1 and jb <= 1 and _vector_loops(alpha):
+        if op == B_ADD:
+            _unit_rows(B_ADD, x, ox, y, oy, jb, z, oz, n, alpha)
+            return
+        if op == B_SUB:
+            _unit_rows(B_SUB, x, ox, y, oy, jb, z, oz, n, alpha)
+            return
+        if op == B_MUL:
+            _unit_rows(B_MUL, x, ox, y, oy, jb, z, oz, n, alpha)
+            return
+        if op == B_DIV:
+            _unit_rows(B_DIV, x, ox, y, oy, jb, z, oz, n, alpha)
+            return
+    for j in range(n):
+        z[oz + j * jo] = _bin(op, x[ox + j * ja], y[oy + j * jb], alpha)
+
+
 @njit(inline="always")
 def _binary_typed(op, a, b, o, alpha, m, w):
     # hot paths first, without allocating: equal shapes, or a scalar right operand
@@ -49,17 +97,9 @@ def _binary_typed(op, a, b, o, alpha, m, w):
         if st != OK:
             return st
         if is_contiguous(o):
-            x = flat(a, m)
-            y = flat(b, m)
-            z = flat(o, m)
-            n = o[3]
-            if b[3] == 1 and not same_shape(a, b):
-                yv = y[0]
-                for i in range(n):
-                    z[i] = _bin(op, x[i], yv, alpha)
-            else:
-                for i in range(n):
-                    z[i] = _bin(op, x[i], y[i], alpha)
+            jb = 0 if b[3] == 1 and not same_shape(a, b) else 1
+            _rows(op, ptr_like(a[0], m), 0, 1, ptr_like(b[0], m), 0, jb, ptr_like(o[0], m),
+                     0, 1, o[3], alpha)
             return OK
     return _binary_general(op, a, b, o, alpha, m, w)
 
@@ -86,26 +126,11 @@ def _binary_general(op, a, b, o, alpha, m, w):
     st = resize_to(o, sizes, nd)
     if st != OK:
         return st
-    x = flat(a, m)
-    y = flat(b, m)
-    z = flat(o, m)
+    x = ptr_like(a[0], m)
+    y = ptr_like(b[0], m)
+    z = ptr_like(o[0], m)
     n = o[3]
     if n == 0:
-        return OK
-    oc = is_contiguous(o)
-    if oc and a[3] == n and b[3] == n and is_contiguous(a) and is_contiguous(b):
-        for i in range(n):
-            z[i] = _bin(op, x[i], y[i], alpha)
-        return OK
-    if oc and b[3] == 1 and a[3] == n and is_contiguous(a):
-        yv = y[0]
-        for i in range(n):
-            z[i] = _bin(op, x[i], yv, alpha)
-        return OK
-    if oc and a[3] == 1 and b[3] == n and is_contiguous(b):
-        xv = x[0]
-        for i in range(n):
-            z[i] = _bin(op, xv, y[i], alpha)
         return OK
     if nd == 0:
         z[0] = _bin(op, x[0], y[0], alpha)
@@ -119,8 +144,7 @@ def _binary_general(op, a, b, o, alpha, m, w):
     pb = 0
     po = 0
     for _ in range(n // inner):
-        for j in range(inner):
-            z[po + j * jo] = _bin(op, x[pa + j * ja], y[pb + j * jb], alpha)
+        _rows(op, x, pa, ja, y, pb, jb, z, po, jo, inner, alpha)
         for i in range(nd - 2, -1, -1):  # advance the counter over the outer dims
             idx[i] += 1
             pa += sa[i]
@@ -210,12 +234,13 @@ def _scalar_typed(op, a, o, s, alpha, m):
         return st
     if not (is_contiguous(a) and is_contiguous(o)):
         return NOT_SUPPORTED
-    x = flat(a, m)
-    z = flat(o, m)
-    for i in range(o[3]):
-        if op == S_ADD:
+    x = ptr_like(a[0], m)
+    z = ptr_like(o[0], m)
+    if op == S_ADD:  # a loop per op, so that each vectorizes
+        for i in range(o[3]):
             z[i] = x[i] + alpha * s
-        else:
+    else:
+        for i in range(o[3]):
             z[i] = x[i] * s
     return OK
 
@@ -315,6 +340,10 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
             for i in range(n):
                 v = x[i]
                 z[i] = v if v > 0 or v != v else 0
+            return done
+        if op == U_NEG:
+            for i in range(n):
+                z[i] = -x[i]
             return done
         for i in range(n):
             z[i] = _un(op, x[i], lo, hi)
