@@ -69,9 +69,9 @@ def _unit_rows(op, x, ox, y, oy, jb, z, oz, n, alpha):
 def _rows(op, x, ox, ja, y, oy, jb, z, oz, jo, n, alpha):
     """z[oz + j*jo] = x[ox + j*ja] op y[oy + j*jb] for j < n, through typed pointers (no
     wraparound checks). For float32 with unit strides (or a broadcast right scalar,
-    stride 0), add/sub/mul/div each get a loop with the op a constant, which vectorizes;
-    the rest run one loop that tests the op per element."""
-    if jo == 1 and ja == 1 and jb <= 1 and _vector_loops(alpha):
+    stride 0) and 16 or more elements, add/sub/mul/div each get a loop with the op a
+    constant, which vectorizes; the rest run one loop that tests the op per element."""
+    if n >= 16 and jo == 1 and ja == 1 and jb <= 1 and _vector_loops(alpha):
         if op == B_ADD:
             _unit_rows(B_ADD, x, ox, y, oy, jb, z, oz, n, alpha)
             return
@@ -97,9 +97,14 @@ def _binary_typed(op, a, b, o, alpha, m, w):
         if st != OK:
             return st
         if is_contiguous(o):
+            x = ptr_like(a[0], m)
+            y = ptr_like(b[0], m)
+            z = ptr_like(o[0], m)
+            if o[3] == 1:  # one element (dispatch-bound programs): no call, no loop
+                z[0] = _bin(op, x[0], y[0], alpha)
+                return OK
             jb = 0 if b[3] == 1 and not same_shape(a, b) else 1
-            _rows(op, ptr_like(a[0], m), 0, 1, ptr_like(b[0], m), 0, jb, ptr_like(o[0], m),
-                     0, 1, o[3], alpha)
+            _rows(op, x, 0, 1, y, 0, jb, z, 0, 1, o[3], alpha)
             return OK
     return _binary_general(op, a, b, o, alpha, m, w)
 
