@@ -23,6 +23,7 @@ from tests.fuzz.targets import TARGETS, load_sources, run_case
 SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "xnnpack": (600, 2),
          "coreml": (300, 1),
          "qnn": (60, 1),  # each new QNN binary is run in a forked child first: ~0.1 s a case
+         "qnn_isolated": (30, 1),  # QNN in a worker process (a new one after each crash)
          "vulkan": (200, 1),
          "ethosu": (300, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
@@ -31,7 +32,7 @@ CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
 
 def _missing(name: str) -> str | None:
     """Why ``name``'s sources cannot be made here (a vendor library that is not installed)."""
-    if name == "qnn":
+    if name.startswith("qnn"):
         from delegates.qnn import library
         from tests.delegates.qnn_fixtures import unavailable_reason
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.tensor import ETensor
-from delegates.interface import BackendInterface
-from delegates.qnn import context, ctypes_api as api, library, verify
+from delegates.interface import BackendInterface, payload_bytes
+from delegates.qnn import context, ctypes_api as api, isolated, library, verify
 from delegates.qnn.payload import BACKEND, parse_compile_specs, parse_payload
 
 _TENSOR = ctypes.sizeof(api.Tensor)
@@ -235,7 +235,10 @@ class QnnBackend(BackendInterface):
     method, as ExecuTorch's runtime does; without it a binary holding one graph runs
     that graph, and one holding several runs the graph its first call's arguments fit.
     ``set_option("verify", True)`` (or ``$PYRUNTIME_QNN_VERIFY=1``) opens each new
-    binary in a child process first: for untrusted programs (``verify.py``).
+    binary in a child process first: a screen for untrusted programs (``verify.py``).
+    ``set_option("isolate", True)`` (or ``$PYRUNTIME_QNN_ISOLATE=1``) runs every QNN
+    call in a worker process instead, so that a binary the library crashes on costs an
+    ExecuTorchError, never this process (``isolated.py``).
 
     >>> from delegates import backend_registry
     >>> b = backend_registry.get("QnnBackend")   # NotFound (with the install command) if
@@ -247,17 +250,18 @@ class QnnBackend(BackendInterface):
 
     def __init__(self):
         self.verify = False  # open each new binary in a child process first (verify.py)
+        self.isolate = False  # run every graph in a worker process (isolated.py)
 
     def set_option(self, key: str, value) -> None:
-        if key != "verify" or not isinstance(value, bool):
+        if key not in ("verify", "isolate") or not isinstance(value, bool):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{BACKEND}: unknown option {key!r}={value!r} (options: "
-                                  "verify=True/False)")
-        self.verify = value
+                                  "verify=True/False, isolate=True/False)")
+        setattr(self, key, value)
 
     def get_option(self, key: str):
-        if key == "verify":
-            return self.verify
+        if key in ("verify", "isolate"):
+            return getattr(self, key)
         raise ExecuTorchError(ErrorCode.InvalidArgument, f"{BACKEND}: unknown option {key!r}")
 
     @property
@@ -294,6 +298,9 @@ class QnnBackend(BackendInterface):
         if options.op_packages:
             raise _error(f"the program needs {options.op_packages} custom op package(s), which "
                          "the bridge cannot register", ErrorCode.NotSupported)
+        if opts.get("isolate", self.isolate) or isolated.enabled():
+            return isolated.init(lib.folder, bytes(payload_bytes(processed)), compile_specs,
+                                 opts)
         if opts.get("verify", self.verify) or verify.enabled():
             verify.verify(lib.folder, payload.binary, options.soc_model)
         ctx = context.acquire(lib, payload.signature, payload.binary,
@@ -319,6 +326,8 @@ class QnnBackend(BackendInterface):
 
     # ---- execute ---------------------------------------------------------------
     def execute(self, h: QnnHandle, args) -> None:
+        if isinstance(h, isolated.IsolatedHandle):
+            return h.execute(args)
         if h is None or h.closed:
             raise ExecuTorchError(ErrorCode.DelegateInvalidHandle, f"{BACKEND}: handle destroyed")
         if h.graph_name is None:

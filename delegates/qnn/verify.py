@@ -34,9 +34,10 @@ depends on the process's memory layout: in 20 tries the child crashed and the lo
 refused 9 times; the parent then ran cleanly 6 times and died in Python's garbage
 collector 5 times. More runs in the child (several inputs, repeated runs compared, a
 collection, glibc's checking malloc) did not change those odds, so they are not made.
-No screen in a process can stop such a write; a process that must never die should
-load untrusted binaries in a process of its own. A process that must never die should load untrusted
-binaries in a process of its own.
+No screen in a process can stop such a write: a process that must never die should
+run untrusted binaries isolated (``isolated.py``: every QNN call in a worker process;
+case 77133 then gave an ExecuTorchError or a run in 10 tries out of 10, never a crash
+here).
 
 The children are forked by one server process per library folder, started on first
 use, that has imported the bridge and opened the libraries (without calling them: no
@@ -75,15 +76,25 @@ _verified: set = set()
 _lock = threading.Lock()
 
 
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` says yes (1/true/yes/on)."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def env_seconds(name: str, default: float = 300.0) -> float:
+    """Environment variable ``name`` as seconds (at least 1), else ``default``."""
+    try:
+        return max(1.0, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
 def enabled() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return env_flag(ENV)
 
 
 def _timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get(TIMEOUT_ENV, "300")))
-    except ValueError:
-        return 300.0
+    return env_seconds(TIMEOUT_ENV)
 
 
 def verify(folder: str, binary: np.ndarray, soc_model: int = 0) -> None:

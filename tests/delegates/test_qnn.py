@@ -568,6 +568,63 @@ def test_a_binary_refused_in_verification_is_never_parsed_here(monkeypatch):
     assert "QnnBackend" in e.value.message and "parsed in this process" not in str(e.value)
 
 
+@needs_fixtures
+@pytest.mark.parametrize("name", ["mlp_int8", "cnn_bn_fp16", "mlp_u8_io", "two_methods",
+                                  "stateful_fp16"])
+@pytest.mark.parametrize("tier", ["reference", "fast"])
+def test_isolated_graphs_give_the_same_bytes(name, tier, monkeypatch):
+    """With ``$PYRUNTIME_QNN_ISOLATE`` every QNN call runs in a worker process: the
+    outputs are the in-process bridge's bit for bit, on both tiers, mutable-buffer state
+    included (it lives in the worker, across executes)."""
+    from delegates.qnn import isolated
+
+    fx = Q.get_fixture(name)
+    want = [[np.array(o) for o in r] for r in run_fixture(fx, tier)]
+    monkeypatch.setenv(isolated.ENV, "1")
+    got = [[np.array(o) for o in r] for r in run_fixture(fx, tier)]
+    assert len(got) == len(want)
+    for r, (g, w) in enumerate(zip(got, want)):
+        for o, (a, b) in enumerate(zip(g, w)):
+            assert a.dtype == b.dtype and np.array_equal(a, b), f"run {r} output {o}"
+
+
+@needs_fixtures
+def test_a_worker_that_dies_is_an_error_and_this_process_lives(monkeypatch):
+    """A worker killed by a signal (what a corrupt binary does to the QNN library, see
+    verify.py) turns the call into an ExecuTorchError naming the signal; the handle is
+    then gone and says so; loading again starts a new worker. A worker that stops
+    answering is killed after $PYRUNTIME_QNN_ISOLATE_TIMEOUT seconds."""
+    import os
+    import signal
+
+    from delegates.qnn import isolated
+
+    monkeypatch.setenv(isolated.ENV, "1")
+    fx = Q.get_fixture("mlp_int8")
+    inputs = fx.runs[0][1]
+    prog = pyruntime.Runtime.get().load_program(fx.pte_path)
+    m = prog.load_method("forward")
+    first = np.array(m.execute(inputs)[0])
+    worker = isolated._worker(LIB.folder)
+    os.kill(worker.proc.pid, signal.SIGSEGV)
+    with pytest.raises(ExecuTorchError) as e:
+        m.execute(inputs)
+    assert "SIGSEGV" in e.value.message and "unharmed" in e.value.message
+    with pytest.raises(ExecuTorchError) as e:
+        m.execute(inputs)
+    assert "gone" in e.value.message and "SIGSEGV" in e.value.message
+    m2 = prog.load_method("forward")  # a new worker
+    assert np.array_equal(np.array(m2.execute(inputs)[0]), first)
+    monkeypatch.setenv(isolated.TIMEOUT_ENV, "1")
+    os.kill(worker.proc.pid, signal.SIGSTOP)
+    t0 = time.perf_counter()
+    with pytest.raises(ExecuTorchError) as e:
+        m2.execute(inputs)
+    assert "no answer within 1 s" in e.value.message and time.perf_counter() - t0 < 30
+    m3 = prog.load_method("forward")
+    assert np.array_equal(np.array(m3.execute(inputs)[0]), first)
+
+
 def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
     """The server forks a child per binary: one killed by a signal comes back as that
     signal, one past the timeout is killed and comes back as None, and what a child

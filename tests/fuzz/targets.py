@@ -62,6 +62,12 @@ TARGETS = {t.name: t for t in (
                    ("qnn", "two_methods")), "reference", region="delegate",
            env=(("PYRUNTIME_QNN_VERIFY", "1"), ("PYRUNTIME_QNN_VERIFY_TIMEOUT", "20")),
            description="QNN delegate payloads (header, context binary) on the HTP simulator"),
+    # the same cases with every QNN call in a worker process (delegates/qnn/isolated.py): a
+    # binary that crashes the library must come back as an ExecuTorchError
+    Target("qnn_isolated", (("qnn", "mlp_int8"), ("qnn", "cnn_bn_fp16"), ("qnn", "mlp_u8_io"),
+                            ("qnn", "two_methods")), "reference", region="delegate",
+           env=(("PYRUNTIME_QNN_ISOLATE", "1"), ("PYRUNTIME_QNN_ISOLATE_TIMEOUT", "20")),
+           description="QNN delegate payloads, every QNN call in a worker process"),
     Target("ethosu", (("ethosu", "mlp_u55"), ("ethosu", "cnn_u55")), "reference",
            region="delegate",
            description="Ethos-U delegate payloads (vela_bin_stream blocks, COP1 driver header, "
