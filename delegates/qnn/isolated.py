@@ -83,6 +83,10 @@ class _Worker:
         self.owner = 0  # the process that started it (a forked child starts its own)
         self.generation = 0  # bumped on every start: handles of a dead worker are stale
         self.death = ""  # how the last worker ended, for later calls on its handles
+        # handles closed while a request was in flight (a finalizer run by the garbage
+        # collector inside ``request``): destroyed before the next request, never from
+        # inside one (the lock is held, and the pipe is mid-answer)
+        self.pending = []
 
     def _start(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -94,6 +98,33 @@ class _Worker:
 
     def alive(self) -> bool:
         return self.proc is not None and self.owner == os.getpid() and self.proc.poll() is None
+
+    def _exchange(self, msg, timeout: float):
+        _send(self.proc.stdin, msg)
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise TimeoutError
+        return _recv(self.proc.stdout)
+
+    def _take_pending(self) -> list:
+        out = []
+        while self.pending:
+            out.append(self.pending.pop())
+        return out
+
+    def close_handle(self, hid: int, generation: int) -> None:
+        """Destroy handle ``hid`` in the worker now, or before the next request when one
+        is in flight (never blocks on it)."""
+        if generation != self.generation or not self.alive():
+            return
+        if not self.lock.acquire(blocking=False):
+            self.pending.append(hid)
+            return
+        self.lock.release()
+        try:
+            self.request(("destroy", hid))
+        except ExecuTorchError:
+            pass  # a worker that died on the way out: nothing left to free
 
     def stop(self) -> None:
         if self.proc is not None and self.owner == os.getpid():
@@ -118,11 +149,9 @@ class _Worker:
                 self._start()
             timeout = _timeout()
             try:
-                _send(self.proc.stdin, msg)
-                ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-                if not ready:
-                    raise TimeoutError
-                answer = _recv(self.proc.stdout)
+                for hid in self._take_pending():  # their answers do not matter
+                    self._exchange(("destroy", hid), timeout)
+                answer = self._exchange(msg, timeout)
             except TimeoutError:
                 self.death = f"no answer within {timeout:.0f} s, killed"
                 self.stop()
@@ -211,11 +240,7 @@ class IsolatedHandle:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            if self.generation == self.worker.generation and self.worker.alive():
-                try:
-                    self.worker.request(("destroy", self.hid))
-                except ExecuTorchError:
-                    pass  # a worker that died on the way out: nothing left to free
+            self.worker.close_handle(self.hid, self.generation)
 
 
 def init(folder: str, processed: bytes, compile_specs, runtime_options) -> IsolatedHandle:

@@ -625,6 +625,41 @@ def test_a_worker_that_dies_is_an_error_and_this_process_lives(monkeypatch):
     assert np.array_equal(np.array(m3.execute(inputs)[0]), first)
 
 
+@needs_fixtures
+def test_an_isolated_handle_closed_inside_a_request_waits_for_the_next(monkeypatch):
+    """A handle's finalizer can run inside another call's request (the garbage collector
+    runs anywhere): closing it there must not wait for the lock that call holds (a
+    deadlock) nor write into the pipe mid-answer; it is destroyed before the next
+    request instead."""
+    from delegates.qnn import isolated
+
+    fx = Q.get_fixture("mlp_int8")
+    blob, specs = delegate(fx)
+    h1 = isolated.init(LIB.folder, bytes(blob), specs, {"method": "forward"})
+    h2 = isolated.init(LIB.folder, bytes(blob), specs, {"method": "forward"})
+    worker = h1.worker
+    real, calls = isolated._recv, []
+
+    def recv_closing_h2(f):
+        if not calls:
+            calls.append(1)
+            h2.close()  # as a finalizer would, with the lock held by this thread
+        return real(f)
+
+    monkeypatch.setattr(isolated, "_recv", recv_closing_h2)
+    inputs = [ETensor.from_array(a) for a in fx.runs[0][1]]
+    outs = [ETensor.from_array(np.zeros_like(e)) for e in fx.expected[0]]
+    done = []
+    t = threading.Thread(target=lambda: (h1.execute(inputs + outs), done.append(1)))
+    t.start()
+    t.join(60)
+    assert done, "deadlocked"
+    assert worker.pending == [h2.hid]
+    h1.execute(inputs + outs)  # sends the pending destroy first
+    assert worker.pending == []
+    h1.close()
+
+
 def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
     """The server forks a child per binary: one killed by a signal comes back as that
     signal, one past the timeout is killed and comes back as None, and what a child
