@@ -159,7 +159,10 @@ class _Worker:
                                       f"{BACKEND}: the QNN worker process gave no answer "
                                       f"within {timeout:.0f} s ({msg[0]}); killed") from None
             except (EOFError, OSError, pickle.UnpicklingError):
-                rc = self.proc.wait()
+                try:
+                    rc = self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:  # closed its end but lives on: killed
+                    rc = None
                 self.death = _describe_exit(rc)
                 self.stop()
                 raise ExecuTorchError(ErrorCode.Internal,
@@ -172,7 +175,9 @@ class _Worker:
 
 
 def _describe_exit(rc) -> str:
-    if rc is not None and rc < 0:
+    if rc is None:
+        return "closed its pipe without exiting, killed"
+    if rc < 0:
         try:
             return signal.Signals(-rc).name
         except ValueError:
