@@ -33,7 +33,8 @@ COLS = 16  # the micro-kernel's columns (two 8-float vectors)
 
 
 def fits(rows, d):
-    """Whether ``few_rows`` takes these sizes (plain Python too, for binders)."""
+    """Whether ``scores`` and ``weighted_values`` take these sizes (plain Python too, for
+    binders)."""
     return 0 < rows <= MR and d > 0 and d % COLS == 0
 
 
@@ -125,7 +126,7 @@ def weighted_values(rows, n, d, psc, pa, pv, vrs, po, ors):
         for r in range(rows):
             a[j * MR + r] = sc[r * n + j]
     zero = np.float32(0)
-    for c in range(0, d, 16):
+    for c in range(0, d, COLS):
         _mk(rows, pa, pv + 4 * c, vrs, po + 4 * c, ors, n, 0, zero)
 
 

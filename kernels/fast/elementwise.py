@@ -137,6 +137,12 @@ def _binary_general(op, a, b, o, alpha, m, w):
     n = o[3]
     if n == 0:
         return OK
+    fa = a[3] == n and is_contiguous(a)
+    fb = b[3] == n and is_contiguous(b)
+    if is_contiguous(o) and (fa or a[3] == 1) and (fb or b[3] == 1):
+        # flat: each operand whole or one element (stride 0): one call over every element
+        _rows(op, x, 0, 1 if fa else 0, y, 0, 1 if fb else 0, z, 0, 1, n, alpha)
+        return OK
     if nd == 0:
         z[0] = _bin(op, x[0], y[0], alpha)
         return OK
