@@ -99,6 +99,12 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.owner == os.getpid() and self.proc.poll() is None
 
+    def gone(self) -> ExecuTorchError:
+        """The error of a call on a handle whose worker is no more."""
+        return ExecuTorchError(ErrorCode.DelegateInvalidHandle,
+                               f"{BACKEND}: the QNN worker process of this handle is gone "
+                               f"({self.death or 'stopped'}); load the method again")
+
     def _exchange(self, msg, timeout: float):
         _send(self.proc.stdin, msg)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -141,10 +147,7 @@ class _Worker:
         with self.lock:
             if not self.alive():
                 if not start:
-                    raise ExecuTorchError(ErrorCode.DelegateInvalidHandle,
-                                          f"{BACKEND}: the QNN worker process of this handle "
-                                          f"is gone ({self.death or 'stopped'}); load the "
-                                          "method again")
+                    raise self.gone()
                 self.stop()
                 self._start()
             timeout = _timeout()
@@ -218,9 +221,7 @@ class IsolatedHandle:
         if self.closed:
             raise ExecuTorchError(ErrorCode.DelegateInvalidHandle, f"{BACKEND}: handle destroyed")
         if self.generation != self.worker.generation or not self.worker.alive():
-            raise ExecuTorchError(ErrorCode.DelegateInvalidHandle,
-                                  f"{BACKEND}: the QNN worker process of this handle is gone "
-                                  f"({self.worker.death or 'stopped'}); load the method again")
+            raise self.worker.gone()
 
     def execute(self, args) -> None:
         self._live()
@@ -259,7 +260,8 @@ def init(folder: str, processed: bytes, compile_specs, runtime_options) -> Isola
 
 def _serve(folder: str) -> int:
     """Answer requests on stdin with the in-process bridge: ("init", payload, specs,
-    options) -> handle id, ("execute", id, [(scalar type, sizes, bytes)]) -> the
+    options) -> handle id, ("execute", id, [(scalar type, sizes, dynamism, storage
+    bytes, data)]) -> the
     outputs [(argument index, sizes, bytes)], ("destroy", id)."""
     out = os.fdopen(os.dup(1), "wb")  # answers get a descriptor of their own:
     os.dup2(2, 1)  # the libraries print to stdout
