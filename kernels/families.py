@@ -4,7 +4,7 @@ import pkgutil
 
 import kernels
 
-_SKIP = {"registry", "families", "promote", "fast", "blas_lib", "args"}
+_SKIP = {"registry", "families", "promote", "fast", "blas_lib", "args", "libm"}  # helpers: no kernels
 
 for _m in pkgutil.iter_modules(kernels.__path__):
     if _m.name not in _SKIP and not _m.name.startswith("_"):

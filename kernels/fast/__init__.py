@@ -17,6 +17,8 @@ import importlib
 import pkgutil
 import threading
 
+from kernels.fast import binder_index
+
 _BINDERS: dict = {}
 _FALLBACKS: dict = {}
 _DYNAMIC_INTS: set = set()
@@ -46,7 +48,7 @@ def register_fast(*names, fallback: bool = False, dynamic_ints: bool = False):
 def dynamic_binder(name: str):
     """The binder to call when some Int arguments are computed at run time: the
     specialized binder if it accepts ``IntSlot``s (fallbacks never see them), else None."""
-    get_binder("")
+    _import_for(name)
     return _BINDERS[name] if name in _DYNAMIC_INTS else None
 
 
@@ -75,6 +77,14 @@ def kernel_modules() -> list[str]:
 
 _loaded = False
 _load_lock = threading.RLock()
+_index = None  # binder_index's record: op -> modules to import (False: none usable)
+_ready: set = set()  # ops whose modules are imported
+
+
+def _registered() -> set:
+    """(table, op) pairs: an op may have a specialized binder and a fallback, each
+    registered by its own module."""
+    return {("s", n) for n in _BINDERS} | {("f", n) for n in _FALLBACKS}
 
 
 def _load_binders():
@@ -83,14 +93,39 @@ def _load_binders():
     with _load_lock:
         if _loaded:
             return
-        for name in kernel_modules():
+        modules = kernel_modules()
+        clean = not _registered()  # nothing imported yet: every registration is seen below
+        index = {}
+        for name in modules:
+            before = _registered()
             importlib.import_module(name)
+            for op in sorted({op for _, op in _registered() - before}):
+                index.setdefault(op, []).append(name)
         _loaded = True
+        if clean and set(index) == {op for _, op in _registered()}:
+            binder_index.write(index)
+
+
+def _import_for(name: str) -> None:
+    """Import the modules that register binders for ``name`` (all of them for "")."""
+    global _index
+    if _loaded or name in _ready:
+        return
+    with _load_lock:
+        if _index is None:
+            _index = binder_index.read() or False
+        if not _index or not name:
+            _load_binders()
+            return
+        for mod in _index.get(name, ()):  # an op not in the record has no binder
+            importlib.import_module(mod)
+        _ready.add(name)
 
 
 def get_binder(name: str):
-    if not _loaded:
-        _load_binders()
+    """The binder for op ``name`` (None: the op stays on the reference tier); "" imports
+    every binder module."""
+    _import_for(name)
     first, second = _BINDERS.get(name), _FALLBACKS.get(name)
     if first is None or second is None:
         return first or second

@@ -12,8 +12,11 @@ tree would). The cache lives in ``$PYRUNTIME_CACHE`` (default
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.machinery
 import os
 import re
+import sys
 from pathlib import Path
 
 import numba
@@ -30,6 +33,7 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|
 # editing them recompiles nothing. Keep it so: a jitted helper belongs in another file.
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/context.py", "kernels/fast/jit.py",
+                           "kernels/fast/objcache.py", "kernels/fast/binder_index.py",
                            "kernels/fast/generic/__init__.py"})
 
 
@@ -146,29 +150,46 @@ def install() -> None:
     """Make Numba look up kernels/ functions with ``KernelCacheLocator`` first."""
     if KernelCacheLocator not in _CacheImpl._locator_classes:
         _CacheImpl._locator_classes.insert(0, KernelCacheLocator)
-    _import_arraymath_without_scipy()
+    if not any(isinstance(f, _ArraymathWithoutScipy) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ArraymathWithoutScipy())
 
 
-def _import_arraymath_without_scipy() -> None:
-    """Import ``numba.np.arraymath`` with ``scipy.linalg`` hidden, unless it is loaded.
+class _ArraymathWithoutScipy(importlib.abc.MetaPathFinder):
+    """Imports ``numba.np.arraymath`` with ``scipy.linalg`` hidden, unless it is loaded.
 
-    Numba imports it when its first function compiles or loads from the cache, and
-    it probes for BLAS by importing ``scipy.linalg`` (0.3-1 s: half the cost of a
+    Numba imports that module when its first function compiles or loads from Numba's
+    cache (a process that links every kernel from ``kernels.fast.objcache`` never does),
+    and it probes for BLAS by importing ``scipy.linalg`` (0.3-1 s: half the cost of a
     process's first cached-kernel load). Our kernels call BLAS through their own
     function pointers (``kernels.fast.blas``), never through numba's ``np.dot``.
     The probe's only effect is ``np.convolve``/``np.correlate`` in jitted code using
     a plain loop instead of ``np.dot``; ``np.dot`` itself still finds scipy when
-    someone compiles it (Numba checks again then)."""
-    import sys
+    someone compiles it (Numba checks again then). ``PYRUNTIME_NUMBA_SCIPY=1`` keeps
+    the probe."""
 
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules \
-            or os.environ.get("PYRUNTIME_NUMBA_SCIPY") == "1":
-        return
-    sys.modules["scipy.linalg"] = None  # its import raises ImportError: no BLAS probe
-    try:
-        import numba.np.arraymath  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        if sys.modules.get("scipy.linalg", 0) is None:
-            del sys.modules["scipy.linalg"]
+    NAME = "numba.np.arraymath"
+
+    def find_spec(self, name, path, target=None):
+        if name != self.NAME or "scipy.linalg" in sys.modules \
+                or os.environ.get("PYRUNTIME_NUMBA_SCIPY") == "1":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _HidingLoader(spec.loader)
+        return spec
+
+
+class _HidingLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        sys.modules["scipy.linalg"] = None  # its import raises ImportError: no BLAS probe
+        try:
+            self._loader.exec_module(module)
+        finally:
+            if sys.modules.get("scipy.linalg", 0) is None:
+                del sys.modules["scipy.linalg"]
