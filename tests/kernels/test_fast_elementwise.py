@@ -121,6 +121,45 @@ def test_static_out_of_wrong_shape_fails_and_mixed_dtypes_go_generic():
     check_compiled("aten::add.out", [a, a.astype(np.float64), 1], (2, 3), np.float64)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_shape,b_shape", [((), ()), ((1,), ()), ((3, 4), (3, 4)),
+                                             ((3, 4), (1, 1)), ((40,), (40,)), ((2, 20), ()),
+                                             ((0, 3), (0, 3))])
+def test_fixed_shape_kernel_matches_the_general_one_bit_for_bit(a_shape, b_shape, dtype):
+    """STATIC operands whose shapes the first path of binary_kernel accepts bind the
+    fixed-shape kernel (no run-time shape work); it writes the same bits as binary_kernel
+    (the same operands with a DYNAMIC_BOUND out) and the reference, NaN, inf and -0.0
+    included, for one element, short rows and vectorized rows (16+ floats)."""
+    from cython_ext.desc import DescTable
+    from kernels.fast import elementwise as ew
+    from kernels.fast.context import BindContext
+    from kernels.fast.jit import lazy
+    from tests.kernels.helpers import as_value
+
+    a, b = _rand(a_shape, dtype), _rand(b_shape, dtype)
+    if np.dtype(dtype).kind == "f" and a.size >= 4:
+        a.flat[:4] = [np.nan, np.inf, -0.0, 0.0]
+    for op in ("add", "sub", "mul", "maximum", "minimum", "div"):
+        if op == "div" and np.dtype(dtype).kind != "f":
+            continue
+        args = [a, b, 3] if op in ("add", "sub") else [a, b]
+        ref = static_out(a_shape, dtype)
+        call(f"aten::{op}.out", *args, ref)
+        fixed, general = static_out(a_shape, dtype), bound_out(a_shape, dtype)
+        assert call_fast(f"aten::{op}.out", *args, fixed) == 0
+        assert call_fast(f"aten::{op}.out", *args, general) == 0
+        for got in (fixed, general):
+            np.testing.assert_array_equal(got.numpy().reshape(-1).view(np.uint8),
+                                          ref.numpy().reshape(-1).view(np.uint8))
+    # which kernel each binds: the fixed one for a STATIC out, binary_kernel for a bound one
+    for out, kernel in ((static_out(a_shape, dtype), ew.fixed_binary_kernel),
+                        (bound_out(a_shape, dtype), ew.binary_kernel)):
+        ts = [as_value(a), as_value(b), out]
+        ctx = BindContext(DescTable(ts, [t.storage for t in ts]),
+                          {id(t): i for i, t in enumerate(ts)}, [])
+        assert ew._bind_binary(ctx, ew.B_MUL, *ts)[0] == lazy(kernel).address
+
+
 def test_float_division_by_zero_gives_inf_and_nan():
     a = np.array([1.0, 0.0, -1.0], np.float32)
     b = np.zeros(3, np.float32)
