@@ -1,0 +1,35 @@
+"""What a new process pays before its first execute: the reference tier never imports
+Numba (only a program using a libm op compiles its ufuncs), and the fast tier with its
+kernels cached links them without Numba's compiler (tests/kernels/test_objcache.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.programs.small_programs import small_program
+
+REPO = Path(__file__).resolve().parents[1]
+
+_CHILD = """
+import json, sys
+import numpy as np
+import pyruntime
+prog = pyruntime.Runtime.get().load_program(sys.argv[1])
+m = prog.load_method("forward", tier="reference")
+out = m.execute([np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)])[0]
+print(json.dumps({"numba": "numba" in sys.modules, "out": out.tolist()}))
+"""
+
+
+def test_the_reference_tier_does_not_import_numba():
+    pte, _ = small_program("linear_relu")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(pte)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["numba"] is False
+    assert len(got["out"]) == 2 and min(min(r) for r in got["out"]) >= 0  # the relu ran
