@@ -214,6 +214,22 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
 def _direct_plane(src, sb, wf, wb, of, ob, tmp, Wp, KH, KW, sh, sw, dh, dw, OH, OW):
     """One output plane of ``_direct`` (at ``of[ob:]``, zeroed) from its input plane at
     ``src[sb:]`` (``Wp`` wide) and its taps at ``wf[wb:]``."""
+    if KH == 3 and KW == 3 and sh == 1 and sw == 1 and OW >= 32:
+        # stride 1, rows long enough to vectorize: straight into the out, row by row
+        w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
+        w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
+        w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
+        r1, r2 = dh * Wp, 2 * dh * Wp
+        for oh in range(OH):
+            q0 = sb + oh * Wp
+            orow = ob + oh * OW
+            for ow in range(OW):
+                q = q0 + ow
+                of[orow + ow] += (w0 * src[q] + w1 * src[q + dw] + w2 * src[q + 2 * dw]
+                                  + w3 * src[q + r1] + w4 * src[q + r1 + dw]
+                                  + w5 * src[q + r1 + 2 * dw] + w6 * src[q + r2]
+                                  + w7 * src[q + r2 + dw] + w8 * src[q + r2 + 2 * dw])
+        return
     if KH == 3 and KW == 3 and sh == 1 and sw == 1:
         # stride 1: the plane as one flat row of Wp-wide rows, so the vector loop runs
         # over OH * Wp positions (not OW); the Wp - OW wrapped columns per row are

@@ -40,6 +40,8 @@ CASES = [
     ((1, 8, 30), (16, 8, 1), True, [1], [0], [1], 1),                        # conv1d pointwise
     # the register-blocked gemm and the depthwise loops' special cases
     ((1, 5, 9, 11), (5, 1, 3, 3), True, [1, 1], [2, 2], [2, 2], 5),          # dw s1 dilated
+    ((1, 3, 5, 40), (3, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 3),          # dw s1, rows >= 32
+    ((1, 2, 6, 37), (4, 1, 3, 3), False, [1, 1], [2, 1], [2, 1], 2),         # the same, x2, dilated
     ((1, 6, 13, 12), (6, 1, 3, 3), True, [2, 2], [0, 0], [1, 1], 6),         # dw s2 unpadded
     ((1, 3, 11, 14), (6, 1, 3, 3), False, [2, 2], [1, 1], [1, 2], 3),        # dw s2 dilated
     ((1, 32, 9, 9), (30, 32, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),        # k = 288 > KC
