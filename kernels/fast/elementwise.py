@@ -90,6 +90,15 @@ def _rows(op, x, ox, ja, y, oy, jb, z, oz, jo, n, alpha):
 
 
 @njit(inline="always")
+def _flat(op, x, y, jb, z, n, alpha):
+    """z = x op y over ``n`` contiguous elements, ``y`` whole (jb 1) or one element (0)."""
+    if n == 1:  # one element (dispatch-bound programs): no call, no loop
+        z[0] = _bin(op, x[0], y[0], alpha)
+    elif n > 1:
+        _rows(op, x, 0, 1, y, 0, jb, z, 0, 1, n, alpha)
+
+
+@njit(inline="always")
 def _binary_typed(op, a, b, o, alpha, m, w):
     # hot paths first, without allocating: equal shapes, or a scalar right operand
     if is_contiguous(a) and is_contiguous(b) and (same_shape(a, b) or b[3] == 1) \
@@ -98,14 +107,9 @@ def _binary_typed(op, a, b, o, alpha, m, w):
         if st != OK:
             return st
         if is_contiguous(o):
-            x = ptr_like(a[0], m)
-            y = ptr_like(b[0], m)
-            z = ptr_like(o[0], m)
-            if o[3] == 1:  # one element (dispatch-bound programs): no call, no loop
-                z[0] = _bin(op, x[0], y[0], alpha)
-                return OK
             jb = 0 if b[3] == 1 and not same_shape(a, b) else 1
-            _rows(op, x, 0, 1, y, 0, jb, z, 0, 1, o[3], alpha)
+            _flat(op, ptr_like(a[0], m), ptr_like(b[0], m), jb, ptr_like(o[0], m), o[3],
+                  alpha)
             return OK
     return _binary_general(op, a, b, o, alpha, m, w)
 
@@ -204,11 +208,7 @@ def _fixed(block, alpha, m):
     x = ptr_like(ptr_like(block[1], np.int64(0))[0], m)
     y = ptr_like(ptr_like(block[2], np.int64(0))[0], m)
     z = ptr_like(ptr_like(block[3], np.int64(0))[0], m)
-    n = block[F_N]
-    if n == 1:
-        z[0] = _bin(block[0], x[0], y[0], alpha)
-    elif n > 1:
-        _rows(block[0], x, 0, 1, y, 0, block[F_JB], z, 0, 1, n, alpha)
+    _flat(block[0], x, y, block[F_JB], z, block[F_N], alpha)
     return OK
 
 
