@@ -21,18 +21,14 @@ which loop numpy picks depends on the CPU; float64 then rounding differs too
 optimized ``gelu.out`` runs with its scalar ``Vectorized``: per element, libm's
 ``erff``/``tanhf``), every step in the compute type.
 
-Numba is imported when this module is, so the reference kernels import it on
-first use of one of these ops only.
+Numba is imported when one of these is first compiled (``kernels.fast.deferred``), so
+the reference kernels import it on first use of one of these ops only.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import float32, float64, njit, types, vectorize
-from numba.extending import overload
 
-from kernels.fast import _cache
-
-_cache.install()  # the compiled ufuncs cache where the kernels do (kernels.fast._cache)
+from kernels.fast.deferred import njit, overload, types, value, vectorize
 
 # op -> (float function, double function) in the C library
 FUNCTIONS = {
@@ -40,10 +36,18 @@ FUNCTIONS = {
     "erf": ("erff", "erf"), "expm1": ("expm1f", "expm1"), "log1p": ("log1pf", "log1p"),
 }
 
+
+def _external(name: str, ty: str):
+    """Numba's declaration of the C function ``name``: ``ty(ty)``."""
+    from numba import types as t
+
+    return t.ExternalFunction(name, getattr(t, ty)(getattr(t, ty)))
+
+
 EXTERNAL = {}
 for _f, _d in FUNCTIONS.values():
-    EXTERNAL[_f] = types.ExternalFunction(_f, float32(float32))
-    EXTERNAL[_d] = types.ExternalFunction(_d, float64(float64))
+    EXTERNAL[_f] = value(lambda f=_f: _external(f, "float32"), _f)
+    EXTERNAL[_d] = value(lambda d=_d: _external(d, "float64"), _d)
 
 expf, exp = EXTERNAL["expf"], EXTERNAL["exp"]
 tanhf, tanh = EXTERNAL["tanhf"], EXTERNAL["tanh"]

@@ -132,6 +132,7 @@ class CompileNotice:
         self._stop = threading.Event()
         self._thread = None
         self._listener = None
+        self._cancel = None
 
     def step(self, done: int) -> None:
         self.bar.done = done
@@ -154,21 +155,30 @@ class CompileNotice:
                 self.shown, last = True, now
                 self.bar.update(note=self.compiling or "")
 
+    def _listen(self):
+        """Numba's compiler-pass events to ``_started`` (from when Numba is imported: a load
+        whose kernels all come from the object cache never imports it)."""
+        if self._stop.is_set():  # Numba arrived as the load ended
+            return
+        from numba.core import event
+
+        notice = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                notice._started(ev)
+
+            def on_end(self, ev):
+                pass
+
+        self._listener = Listener()
+        event.register("numba:run_pass", self._listener)
+
     def __enter__(self):
         if self.on:
-            from numba.core import event
+            from kernels.fast import deferred
 
-            notice = self
-
-            class Listener(event.Listener):
-                def on_start(self, ev):
-                    notice._started(ev)
-
-                def on_end(self, ev):
-                    pass
-
-            self._listener = Listener()
-            event.register("numba:run_pass", self._listener)
+            self._cancel = deferred.when_loaded(self._listen)
             self._thread = threading.Thread(target=self._tick, daemon=True,
                                              name="pyruntime-compile-notice")
             self._thread.start()
@@ -177,11 +187,14 @@ class CompileNotice:
     def __exit__(self, *exc):
         if not self.on:
             return False
-        from numba.core import event
-
         self._stop.set()
         self._thread.join()
-        event.unregister("numba:run_pass", self._listener)
+        self._cancel()
+        if self._listener is not None:
+            from numba.core import event
+
+            event.unregister("numba:run_pass", self._listener)
+            self._listener = None
         if self.shown:
             spent = time.perf_counter() - self.bar.t0
             self.bar.close(f"pyruntime: compiled kernels for {self.what} in {_clock(spent)}; "

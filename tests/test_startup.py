@@ -33,3 +33,33 @@ def test_the_reference_tier_does_not_import_numba():
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["numba"] is False
     assert len(got["out"]) == 2 and min(min(r) for r in got["out"]) >= 0  # the relu ran
+
+
+_FAST_CHILD = """
+import json, sys
+import numpy as np
+import pyruntime
+m = pyruntime.Runtime.get().load_program(sys.argv[1]).load_method("forward")
+out = m.execute([np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)])[0]
+print(json.dumps({"numba": "numba" in sys.modules, "compiled": m._fast.compiled,
+                  "pending": m.pending_kernels, "out": out.tolist()}))
+"""
+
+
+def test_the_fast_tier_with_cached_kernels_does_not_import_numba():
+    """Every kernel linked from the object cache: the kernel modules' Numba objects stay
+    placeholders (kernels.fast.deferred), even with the compile notice on (a terminal)."""
+    pte, _ = small_program("linear_relu")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_PROGRESS": "1"}
+
+    def child(**extra):
+        p = subprocess.run([sys.executable, "-c", _FAST_CHILD, str(pte)], cwd=REPO,
+                           env={**env, **extra}, capture_output=True, text=True, timeout=1800)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    warm = child(PYRUNTIME_COMPILE="sync")  # compiles what the caches lack
+    got = child()
+    assert got["numba"] is False, got
+    assert got["compiled"] == warm["compiled"] > 0 and got["pending"] == 0
+    assert got["out"] == warm["out"]

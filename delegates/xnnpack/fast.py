@@ -37,7 +37,7 @@ from kernels.fast import _cache
 from kernels.fast.nb import desc, lazy, ptr_like, resize_to
 
 
-class _Locator(_cache.KernelCacheLocator):
+class _Locator(_cache.locator_class()):
     """Numba's on-disk cache for this module, beside the kernels' (see ``kernels.fast._cache``)."""
 
     @classmethod

@@ -19,9 +19,6 @@ import re
 import sys
 from pathlib import Path
 
-import numba
-from numba.core.caching import CacheImpl as _CacheImpl, _CacheLocator
-
 _ROOT = Path(__file__).resolve().parents[2]  # the folder holding kernels/ and cython_ext/
 _PACKAGES = ("kernels", "cython_ext")
 # `from a.b import c, d`, `from a.b import (c,\n d)`, `import a.b`, at any indent; a name
@@ -34,6 +31,7 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/context.py", "kernels/fast/jit.py",
                            "kernels/fast/objcache.py", "kernels/fast/binder_index.py",
+                           "kernels/fast/deferred.py",
                            "kernels/fast/generic/__init__.py"})
 
 
@@ -88,6 +86,21 @@ def _scan_imports(path: Path) -> set:
 
 
 _KEYS: dict = {}
+_NUMBA_VERSION: list = []
+
+
+def numba_version() -> str:
+    """Numba's version, without importing it (its import is what a cached load avoids)."""
+    if not _NUMBA_VERSION:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _NUMBA_VERSION.append(version("numba"))
+        except PackageNotFoundError:  # a source checkout on sys.path
+            import numba
+
+            _NUMBA_VERSION.append(numba.__version__)
+    return _NUMBA_VERSION[0]
 
 
 def source_key(path: Path) -> str:
@@ -101,7 +114,7 @@ def source_key(path: Path) -> str:
             if f not in seen:
                 seen.add(f)
                 todo += _imports(f) - seen
-        h = hashlib.sha256(numba.__version__.encode())
+        h = hashlib.sha256(numba_version().encode())
         for f in sorted(seen):
             rel = f.relative_to(_ROOT).as_posix()
             if rel not in _NOT_COMPILED:
@@ -111,47 +124,63 @@ def source_key(path: Path) -> str:
     return key
 
 
-class KernelCacheLocator(_CacheLocator):
-    """Numba cache locator for functions defined in ``kernels/`` (see the module doc)."""
-
-    def __init__(self, py_func, py_file):
-        self._lineno = py_func.__code__.co_firstlineno
-        self._py_file = py_file  # numba's warning for an uncachable function reads it
-        path = Path(py_file)
-        self._key = source_key(path)
-        self._path = os.path.join(cache_root(), f"{path.stem}-{self._key}")
-
-    def get_cache_path(self):
-        return self._path
-
-    def get_source_stamp(self):
-        return self._key
-
-    def get_disambiguator(self):
-        return str(self._lineno)
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        try:
-            inside = Path(py_file).resolve().is_relative_to(_ROOT / "kernels")
-        except (OSError, ValueError):
-            return None
-        if not inside:
-            return None
-        self = cls(py_func, py_file)
-        try:
-            self.ensure_cache_path()
-        except OSError:
-            return None
-        return self
+_LOCATOR: list = []
 
 
 def install() -> None:
-    """Make Numba look up kernels/ functions with ``KernelCacheLocator`` first."""
-    if KernelCacheLocator not in _CacheImpl._locator_classes:
-        _CacheImpl._locator_classes.insert(0, KernelCacheLocator)
+    """Make Numba look up kernels/ functions with ``KernelCacheLocator`` first (imports
+    Numba: ``kernels.fast.deferred.materialize`` calls it)."""
+    from numba.core.caching import CacheImpl
+
+    if locator_class() not in CacheImpl._locator_classes:
+        CacheImpl._locator_classes.insert(0, locator_class())
     if not any(isinstance(f, _ArraymathWithoutScipy) for f in sys.meta_path):
         sys.meta_path.insert(0, _ArraymathWithoutScipy())
+
+
+def locator_class():
+    """``KernelCacheLocator``, Numba's cache locator for functions defined in ``kernels/``
+    (the class is made on first use: it subclasses one of Numba's)."""
+    if _LOCATOR:
+        return _LOCATOR[0]
+    from numba.core.caching import _CacheLocator
+
+    class KernelCacheLocator(_CacheLocator):
+        """Numba cache locator for functions defined in ``kernels/`` (see the module doc)."""
+
+        def __init__(self, py_func, py_file):
+            self._lineno = py_func.__code__.co_firstlineno
+            self._py_file = py_file  # numba's warning for an uncachable function reads it
+            path = Path(py_file)
+            self._key = source_key(path)
+            self._path = os.path.join(cache_root(), f"{path.stem}-{self._key}")
+
+        def get_cache_path(self):
+            return self._path
+
+        def get_source_stamp(self):
+            return self._key
+
+        def get_disambiguator(self):
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            try:
+                inside = Path(py_file).resolve().is_relative_to(_ROOT / "kernels")
+            except (OSError, ValueError):
+                return None
+            if not inside:
+                return None
+            self = cls(py_func, py_file)
+            try:
+                self.ensure_cache_path()
+            except OSError:
+                return None
+            return self
+
+    _LOCATOR.append(KernelCacheLocator)
+    return KernelCacheLocator
 
 
 class _ArraymathWithoutScipy(importlib.abc.MetaPathFinder):

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from kernels.fast.deferred import cgutils, intrinsic, njit, types
 from kernels.fast.gemm import MR, _mk
 from kernels.fast.nb import ptr_like
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, njit, types
-from numba.extending import intrinsic
 
 from kernels.blas_lib import _lookup, blas_threads, set_blas_threads  # noqa: F401 (re-export)
+from kernels.fast.deferred import carray, intrinsic, njit, types
 from kernels.fast.nb import NOT_SUPPORTED, OK, ptr_like
 
 # cblas enums (C int)

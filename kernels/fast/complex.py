@@ -9,9 +9,9 @@ FFT ops (pocketfft through numpy).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.nb import NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like, resize_to
 
 CHALF, CFLOAT, CDOUBLE = 8, 9, 10

@@ -21,9 +21,9 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, desc, lazy, ptr_like, resize_to)
 from kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,

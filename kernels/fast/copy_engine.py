@@ -6,8 +6,8 @@ instruction (sizes, source and destination strides, counters), so nothing alloca
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit
 
+from kernels.fast.deferred import carray, njit
 from kernels.fast.nb import ptr_like
 
 

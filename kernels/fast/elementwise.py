@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import overload
 
 from cython_ext import Dynamism, from_numpy_dtype
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit, overload, types
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
                              ST_I64, SPLIT_WHOLE, bits_to_f64, desc, flat, is_contiguous, lazy,
                              ptr_like, resize_like, resize_to, same_shape)

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from kernels.fast.deferred import cgutils, intrinsic, njit, types
 from kernels.fast.nb import ptr_like
 
 MR = 6  # rows per A panel (and the largest micro-tile)

@@ -17,6 +17,9 @@ in the on-disk cache yet is handled depends on the compile mode
   it once the cache has it (``FastPlan.poll``). A first run on a fresh machine takes
   seconds, not minutes; later runs speed up as the kernels arrive.
 
+Numba itself is imported only on its path (``kernels.fast.deferred.materialize``): a
+process whose kernels all come from the object cache never imports it.
+
 This file holds no jitted code: it is left out of the kernels' cache keys.
 """
 from __future__ import annotations
@@ -24,13 +27,8 @@ from __future__ import annotations
 import os
 import threading
 
-from numba import cfunc, types
-from numba.core import sigutils
-from numba.core.compiler_lock import global_compiler_lock
+from kernels.fast import deferred, objcache
 
-from kernels.fast import objcache
-
-KERNEL_SIG = types.int64(types.CPointer(types.int64))
 _OPTIONS = dict(nopython=True, nogil=True, error_model="numpy")
 MODES = ("sync", "background")
 _mode = None
@@ -67,15 +65,31 @@ def set_compile_mode(mode: str | None) -> None:
     _mode = mode
 
 
+def kernel_sig():
+    """A kernel's Numba signature: ``int64(int64*)`` (imports Numba)."""
+    from numba import types
+
+    return types.int64(types.CPointer(types.int64))
+
+
+def _numba_ready(py_fn):
+    """Numba imported, every deferred object real, ``py_fn``'s closure included."""
+    deferred.materialize()
+    deferred.patch(py_fn)
+
+
 def compile_kernel(py_fn):
     """The kernel for a module-level kernel body: from a cache, else compiled now (and
     kept in both on-disk caches)."""
     c = load_cached(py_fn)
     if c is not None:
         return c
+    _numba_ready(py_fn)
+    from numba import cfunc
+
     # error_model="numpy": x / 0.0 gives inf/nan as in ATen instead of raising
     # (a Python exception cannot be raised from a kernel running without the GIL).
-    res = cfunc(KERNEL_SIG, cache=True, **_OPTIONS)(py_fn)
+    res = cfunc(kernel_sig(), cache=True, **_OPTIONS)(py_fn)
     try:
         obj = res._library.serialize_using_object_code()[2][0]
         magic = res._library.codegen.magic_tuple()
@@ -96,10 +110,14 @@ def _load_numba_cached(py_fn):
     """What ``numba.cfunc(..., cache=True)`` does up to its cache lookup (Numba has no
     public call for "load, but do not compile"), keeping the object code it reads for
     the object cache."""
+    _numba_ready(py_fn)
+    from numba import cfunc
+    from numba.core import sigutils
     from numba.core.ccallback import CFunc
+    from numba.core.compiler_lock import global_compiler_lock
 
     try:
-        res = CFunc(py_fn, sigutils.normalize_signature(KERNEL_SIG), locals={},
+        res = CFunc(py_fn, sigutils.normalize_signature(kernel_sig()), locals={},
                     options=dict(_OPTIONS))
         res.enable_caching()
         with global_compiler_lock:
@@ -127,7 +145,7 @@ def _load_numba_cached(py_fn):
             objcache.save(py_fn, objects[0], res._wrapper_name, magic)
         return res
     except AttributeError:  # another Numba's internals: compiling is always right
-        return cfunc(KERNEL_SIG, cache=True, **_OPTIONS)(py_fn)
+        return cfunc(kernel_sig(), cache=True, **_OPTIONS)(py_fn)
 
 
 _COMPILED: dict = {}

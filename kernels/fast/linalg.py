@@ -11,9 +11,9 @@ broadcast; ignored when beta is 0, as ATen) and linear ``sum + bias``.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
 from kernels.fast.ordered import gemm_scratch, ordered_gemm, pack_weight, scratch_size

@@ -10,14 +10,8 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import intrinsic, overload
-
-from kernels.fast import _cache
-from kernels.fast.jit import KERNEL_SIG, compile_kernel, lazy  # noqa: F401 - binders' imports
-
-
-_cache.install()  # per-module, dependency-keyed on-disk cache (see kernels.fast._cache)
+from kernels.fast.deferred import carray, intrinsic, njit, overload, types
+from kernels.fast.jit import compile_kernel, lazy  # noqa: F401 - binders' imports
 
 OK = 0
 NOT_SUPPORTED = 0x10

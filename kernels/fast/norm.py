@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64,
                              desc, flat, lazy, resize_like, resize_to, sum_seg)
 from kernels.fast.nb import cast_like, scratch

@@ -54,19 +54,56 @@ def enabled() -> bool:
 
 
 def _magic() -> tuple:
-    """What Numba's JIT compiles for here (``CPUCodegen.magic_tuple``), from the same
-    sources: its config (``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``) and LLVM's host query."""
+    """What Numba's JIT compiles for here (``CPUCodegen.magic_tuple``): the process's
+    triple, the CPU's name and LLVM's feature string, read as Numba reads them but
+    without importing it, unless a Numba setting could change them (then from Numba)."""
     m = _state.get("magic")
     if m is None:
         import llvmlite.binding as llvm
-        from numba.core import config
-        from numba.core.codegen import get_host_cpu_features
 
-        name = config.CPU_NAME or llvm.get_host_cpu_name()
-        feats = config.CPU_FEATURES if config.CPU_FEATURES is not None \
-            else get_host_cpu_features()
+        name = llvm.get_host_cpu_name()
+        if _numba_configured() or name in _NO_AVX_CPUS or not _os_avx():
+            from numba.core import config
+            from numba.core.codegen import get_host_cpu_features
+
+            name = config.CPU_NAME or name
+            feats = config.CPU_FEATURES if config.CPU_FEATURES is not None \
+                else get_host_cpu_features()
+        else:
+            try:
+                feats = llvm.get_host_cpu_features().flatten()
+            except RuntimeError:
+                feats = ""
         m = _state["magic"] = (llvm.get_process_triple(), name, feats)
     return m
+
+
+# CPUs Numba compiles without AVX by default (numba.core.config's avx_default)
+_NO_AVX_CPUS = frozenset({"corei7-avx", "core-avx-i", "sandybridge", "ivybridge", "nocona"})
+
+
+def _numba_configured() -> bool:
+    """Whether a ``NUMBA_*`` variable or a ``.numba_config.yaml`` may set Numba's target."""
+    return any(k.startswith("NUMBA_") for k in os.environ) \
+        or os.path.isfile(".numba_config.yaml")
+
+
+def _os_avx() -> bool:
+    """Numba's ``_os_supports_avx``: on x86 Linux, 'avx' among /proc/cpuinfo's flags."""
+    import platform
+
+    if not sys.platform.startswith("linux") \
+            or platform.machine() not in ("i386", "i586", "i686", "x86_64"):
+        return True
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                head, _, body = line.partition(":")
+                if head.strip() == "flags":
+                    return "avx" in body.split()
+    except OSError:
+        return True
+    return False
 
 
 def path_for(py_fn, magic: tuple | None = None) -> Path | None:
@@ -157,9 +194,9 @@ def _setup():
     import builtins
 
     import llvmlite.binding as llvm
-    from numba import _dynfunc, _helperlib
-    from numba.core.runtime import _nrt_python
 
+    _helperlib, _dynfunc = _numba_extension("_helperlib"), _numba_extension("_dynfunc")
+    _nrt_python = _numba_extension("core.runtime._nrt_python")
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     # as Numba's own JIT does (numba.core.base._load_global_helpers, nrt.initialize)
@@ -177,6 +214,36 @@ def _setup():
     _engines.append(llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm))
     _state["tm"] = tm
     return tm
+
+
+def _numba_extension(name: str):
+    """Numba's C extension module ``numba.<name>`` (the C helpers its code calls), loaded
+    without importing Numba's package when that is not loaded yet; kept in sys.modules,
+    so that Numba, once imported, uses this very module."""
+    full = "numba." + name
+    mod = sys.modules.get(full)
+    if mod is not None or "numba" in sys.modules:
+        import importlib
+
+        return mod if mod is not None else importlib.import_module(full)
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.util.find_spec("numba")
+    base = Path(spec.origin).parent.joinpath(*name.split("."))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        f = base.with_name(base.name + suffix)
+        if f.is_file():
+            spec = importlib.util.spec_from_file_location(full, f)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[full] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[full]
+                raise
+            return mod
+    raise ImportError(f"Numba's extension module {full} is not installed")
 
 
 def _link(obj: bytes, symbol: str) -> int:

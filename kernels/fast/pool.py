@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.generic.spatial_io import _planes, _resize_hw
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,
                              desc, flat, lazy, scratch)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from kernels.fast.deferred import njit
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
                              f64_to_bits, is_float_st, lazy, load_f64, load_i64, ptr_like,
                              resize_to, set_strides)

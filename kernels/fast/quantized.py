@@ -16,10 +16,10 @@ Four cfuncs: quantize/dequantize/add, choose_qparams, embeddings, mixed matmuls.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I8, ST_U8,
                              bits_to_f64, desc, f64_to_int, is_contiguous, is_float_st, lazy,
                              load_f64, load_i64, offset_of, ptr_like, resize_like, resize_to,

@@ -6,10 +6,10 @@ tiles, then a BLAS product).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
 from kernels.fast.blas import gemm_addr, matmul_strided
+from kernels.fast.deferred import njit
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, desc,
                              is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_to,
                              same_shape, store_f64)

@@ -17,10 +17,10 @@ when it is reduced (several rows at once, for instruction-level parallelism).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from cython_ext.dtypes import to_numpy_dtype
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat, lazy,
                              resize_to, scratch)
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import overload
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit, overload, types
 from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat, lazy,
                              ptr_like, resize_like, sum_seg)
 from kernels.fast.nb import cast_like

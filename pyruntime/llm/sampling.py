@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from kernels.fast.deferred import njit
 from pyruntime.llm.errors import LLMError
 
 

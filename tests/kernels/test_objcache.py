@@ -36,6 +36,7 @@ print(json.dumps({
     "compiled": m._fast.compiled,
     # Numba imports its array-math registry when it compiles or loads a function itself
     "numba_loaded_a_function": "numba.np.arraymath" in sys.modules,
+    "numba_imported": "numba" in sys.modules,
 }))
 """
 
@@ -55,7 +56,8 @@ def test_a_new_process_links_its_kernels_from_objects_bit_for_bit():
     _child(pte)  # writes any object the cache lacks
     linked = _child(pte)
     assert linked["kinds"] == ["ObjectKernel"], linked
-    assert not linked["numba_loaded_a_function"]
+    # the kernel modules' Numba objects stay placeholders (kernels.fast.deferred)
+    assert not linked["numba_loaded_a_function"] and not linked["numba_imported"]
     assert linked["compiled"] == numba_path["compiled"] > 0
     assert linked["out"] == numba_path["out"]
 

@@ -4,13 +4,12 @@ ExecuTorch's order, through ``kernels.fast.conv`` on gathered scratch buffers.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
-from numba.extending import overload
 
 from kernels.fast import register_fast
 from kernels.fast.conv import _conv, _cols_range, transposed_et
 from kernels.fast.conv import _scratch as _conv_scratch
 from kernels.fast.conv import scratch_elems as conv_scratch_elems
+from kernels.fast.deferred import carray, njit, overload, types
 from kernels.fast.generic.linalg import _compute
 from kernels.fast.generic.nn_io import FAKE_WORDS, SUPPORTED, _fake, _gather, _scatter, _wrap
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,

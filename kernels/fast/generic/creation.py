@@ -9,9 +9,9 @@ import warnings
 
 import ml_dtypes
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.generic.copy_shape import _ints, _ok, _pattern
 from kernels.fast.generic.move_copy import _fill
 from kernels.fast.nb import (OK, bf16_to_f64, bits_to_f64, desc, elem_size, f64_to_bf16,

@@ -4,9 +4,9 @@ accumulation type.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.generic.reduce import _acc_code, _is_int, _ok, _target
 from kernels.fast.generic.reduce_io import (A_F32, A_F64, CH, RED_WORDS, U, W_KC, W_KN, W_KO, W_KX,
                                             W_WORDS)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.generic.spatial_io import _ldx, _stx
 from kernels.fast.nb import INVALID_ARGUMENT, OK, bits_to_f64, desc, lazy, resize_to, scratch
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
 from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_I8, ST_I16, ST_I32, ST_U8,
                              bf16_to_f64, bits_to_f64, f64_to_bf16, f64_to_bits, f64_to_half,
                              half_to_f64, ptr_like)

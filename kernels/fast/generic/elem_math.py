@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from kernels.fast.deferred import njit
 from kernels.fast.generic.elem_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
                                           B_DIV_TRUNC, B_EQ, B_FILL_T, B_FMOD, B_GE, B_GLU, B_GT,
                                           B_LAND, B_LE, B_LOR, B_LT, B_LXOR, B_MAX, B_MIN, B_MUL,

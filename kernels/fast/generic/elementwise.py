@@ -32,8 +32,8 @@ reference kernel refuses are declined, so the reference reports them.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from kernels.fast.deferred import njit
 from kernels.fast.generic.elem_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH, STR, VD,
                                           WORDS, _gather, _round_chunk, _scatter, _stack, _words,
                                           _wrap_chunk)

@@ -4,10 +4,10 @@ every dtype (``scatter_kernel``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
 from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
+from kernels.fast.deferred import njit
 from kernels.fast.generic.index_io import (ALL, BIG, E, INDEX, R_OFF, _add, _clamp, _copy_all,
                                            _index_at, _move, _next_row, _rows, _xfer)
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, elem_size, is_float_st, lazy,

@@ -30,10 +30,10 @@ then explains it.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
 from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
+from kernels.fast.deferred import njit
 from kernels.fast.generic.gather import _dim
 from kernels.fast.generic.index_io import ALL, E, INDEX, MASK, _copy_all, _index_at, _xfer
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, elem_size, is_contiguous, lazy, offset_of,

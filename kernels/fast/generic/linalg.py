@@ -25,12 +25,11 @@ run time.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.extending import overload
 
 from cython_ext import from_numpy_dtype, to_numpy_dtype
 from kernels.fast import register_fast
 from kernels.fast.blas import matmul_strided
+from kernels.fast.deferred import njit, overload, types
 from kernels.fast.generic.nn_io import SUPPORTED, _cv, _gather, _scal, _scatter, _wrap
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I64,
                              cast_like, desc, lazy, ptr_like, resize_to, scratch)

@@ -27,9 +27,9 @@ iteration space and the segments.
 """
 from __future__ import annotations
 
-from numba import njit
 
 from kernels.fast.copy_engine import W_OUT
+from kernels.fast.deferred import njit
 from kernels.fast.generic.move_copy import (NSEG, OP_CAT, OP_COPY_INTO, OP_CPAD, OP_REAL,
                                             OP_ROLL_FLAT, OP_SPLIT, OP_SPLITS, OP_STACK, OP_TRIL,
                                             OP_TRIU, OP_UNBIND, SCR, SPECIAL, V_N, V_S, V_T, _fill,

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, advance, copy_nd, simplify, start
+from kernels.fast.deferred import njit
 from kernels.fast.nb import elem_size, is_float_st, ptr_like
 from kernels.fast.runs import load_run, narrow_c, store_run
 

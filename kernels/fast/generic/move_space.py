@@ -2,9 +2,9 @@
 """
 from __future__ import annotations
 
-from numba import njit
 
 from kernels.fast.copy_engine import W_OUT, expand_view, view_sizes
+from kernels.fast.deferred import njit
 from kernels.fast.generic.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
                                             OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE, OP_PSHUF,
                                             OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.generic.conv import G_OFF
 from kernels.fast.generic.linalg import _compute
 from kernels.fast.generic.nn_io import FAKE_WORDS, SUPPORTED, _fake, _finish, _gather, _scatter

@@ -36,9 +36,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.generic.spatial_io import (_is_float, _ld, _ldi, _ldx, _lp, _off, _plane_offsets,
                                              _planes, _planes_outer, _r, _resize_hw, _stf, _sti,
                                              _stx)

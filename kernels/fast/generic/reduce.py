@@ -40,10 +40,10 @@ One cfunc per family: reductions, var, cumsum, softmax.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit
 
 from cython_ext.dtypes import to_numpy_dtype
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.generic.reduce_io import (A_F32, A_F64, A_I64, CH, FLOAT_ST, F_MEM, F_NONEMPTY,
                                             RED_WORDS, R_ANY, R_ARGMAX, R_ARGMIN, R_MAX, R_MAXDIM,
                                             R_MEAN, R_MIN, R_MINDIM, R_PROD, R_SUM, SUPPORTED, U,

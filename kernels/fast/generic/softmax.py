@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.generic.cumsum import _lines, _next_line
 from kernels.fast.generic.reduce import _is_int, _ok, seg_extreme
 from kernels.fast.generic.reduce_io import FLOAT_ST, U, W_WORDS

@@ -4,10 +4,9 @@ then position), so ties and NaN come out as the reference's stable sort gives th
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.extending import intrinsic
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import intrinsic, njit, types
 from kernels.fast.generic.gather import _dim
 from kernels.fast.generic.index_io import ALL, BOOL, E, R_OFF, _move, _next_row
 from kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_float_st, lazy, load_f64, load_i64,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import njit
 from kernels.fast.generic.spatial_io import (U8, _is_float, _ld, _ldix, _ldx, _r, _resize_hw, _stf,
                                              _stix, _stx)
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32, ST_F64,

@@ -4,9 +4,9 @@ reference's numpy arithmetic reproduced bit for bit (pairwise innermost sums).
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit
 
 from kernels.fast import register_fast
+from kernels.fast.deferred import carray, njit
 from kernels.fast.generic.reduce import (_inner, _mask, _next_run, _ok, _out_ndim, _plan_kept,
                                          _plan_reduced)
 from kernels.fast.generic.reduce_io import (FLOAT_ST, PW_FRAMES, VAR_WORDS, W_KC, W_KN, W_KO, W_KO2,

@@ -1,0 +1,104 @@
+"""kernels.fast.deferred: the kernel modules import without Numba, and once Numba is
+needed every placeholder is replaced by Numba's own object wherever compiled code or a
+binder could find it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+_CHILD = r"""
+import json, sys, types
+import numpy as np
+from kernels import fast
+from kernels.fast import deferred
+from kernels.fast.deferred import njit, overload, types as nbtypes, value
+
+for name in fast.kernel_modules():
+    __import__(name)
+import kernels.libm, pyruntime.llm.sampling  # the other modules taking Numba's names here
+report = {"numba_after_import": "numba" in sys.modules}
+
+
+def twice(x):
+    raise NotImplementedError
+
+
+@overload(twice)
+def _twice(x):
+    if isinstance(x, nbtypes.Integer):  # the module's types: Numba's own by typing time
+        return lambda x: x * 2
+
+
+@njit(inline="always")
+def add_one(x):
+    return twice(x) + 1
+
+
+def make(k):
+    @njit
+    def f(x):
+        return add_one(x) + k
+    return f
+
+
+closure_fn = make(10)
+external = value(lambda: "made", "a value")
+report["placeholder_types"] = sorted({type(o).__name__ for o in (add_one, closure_fn, external)})
+report["called"] = closure_fn(np.int64(3))  # a placeholder called from Python: materializes
+report["numba_after_call"] = "numba" in sys.modules and deferred.loaded()
+report["external"] = external if isinstance(external, str) else repr(external)
+
+left = []
+seen = set()
+
+
+def scan(obj, where, depth=0):
+    if isinstance(obj, deferred._Placeholder):
+        left.append(where)
+    elif depth < 2 and isinstance(obj, (tuple, list)):
+        for i, x in enumerate(obj):
+            scan(x, f"{where}[{i}]", depth + 1)
+    elif depth < 2 and isinstance(obj, dict):
+        for k, x in obj.items():
+            scan(x, f"{where}[{k!r}]", depth + 1)
+    elif isinstance(obj, types.FunctionType) and id(obj) not in seen:
+        seen.add(id(obj))
+        for i, c in enumerate(obj.__closure__ or ()):
+            try:
+                scan(c.cell_contents, f"{where}.<cell {i}>", depth + 1)
+            except ValueError:
+                pass
+
+
+for modname, mod in list(sys.modules.items()):
+    if mod is not None and modname.startswith(("kernels", "pyruntime", "__main__")) \
+            and modname != "kernels.fast.deferred":
+        for k, v in list(vars(mod).items()):
+            scan(v, f"{modname}.{k}")
+report["left"] = left
+from numba.core.registry import CPUDispatcher
+import kernels.fast.nb as nb
+report["real"] = [isinstance(nb.desc, CPUDispatcher), type(deferred.carray).__name__,
+                  isinstance(njit(lambda x: x), CPUDispatcher)]
+print(json.dumps(report))
+"""
+
+
+def test_kernel_modules_import_without_numba_and_materialize_completely():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["numba_after_import"] is False
+    assert got["placeholder_types"] == ["_Function", "_Placeholder"]
+    assert got["called"] == 3 * 2 + 1 + 10  # the overload registered, the closure patched
+    assert got["numba_after_call"] is True
+    assert got["external"] == "made"
+    assert got["left"] == []
+    assert got["real"] == [True, "function", True]
