@@ -16,7 +16,9 @@ from kernels.fast import register_fast
 from kernels.fast.deferred import carray, njit
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
-from kernels.fast.ordered import gemm_scratch, ordered_gemm, pack_weight, scratch_size
+from kernels.fast.gemm import nr_of
+from kernels.fast.ordered import (PK_B_COLS, gemm_scratch, ordered_gemm, pack_weight,
+                                  scratch_size)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
@@ -24,17 +26,19 @@ OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
 # B (a constant weight) packed at load for ``ordered_gemm`` else 0, and how (``ordered.PK_*``),
 # this block's part and the number of parts (intra-op threads, ``BindContext.bind_split``:
 # part -1 resizes the out, part k computes rows [m * k // n, m * (k + 1) // n) of every
-# product; 0 parts: the whole call) and, in the prep block, the multiply-adds below which
-# the prep call does the whole call at the run's sizes (returning SPLIT_WHOLE)
+# product, or with K_BYCOL its k-th share of the columns, in whole panels of ``nr_of``
+# columns: a matrix-vector product has one row; 0 parts: the whole call) and, in the prep
+# block, the multiply-adds below which the prep call does the whole call at the run's sizes
+# (returning SPLIT_WHOLE)
 K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK, K_PART, K_NPART, \
-    K_MIN = range(14)
+    K_MIN, K_BYCOL = range(15)
 SPLIT_MACS = 1 << 19  # multiply-adds below which a product is not split
 
 
 @njit(inline="always")
-def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1):
-    """Rows [r0, r1) of out (m x n, contiguous) = out * alpha + s * beta (just out + s
-    unless ``scaled``), ``s`` rank <= 2 broadcast. Returns a status."""
+def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1, c0, c1):
+    """Rows [r0, r1), columns [c0, c1) of out (m x n, contiguous) = out * alpha + s * beta
+    (just out + s unless ``scaled``), ``s`` rank <= 2 broadcast. Returns a status."""
     r = s[2]
     sm, rs = (s[8], s[24]) if r == 2 else (1, 0)
     sn = s[8 + r - 1] if r >= 1 else 1
@@ -46,7 +50,7 @@ def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1):
     x = ptr_like(s[0], mk)
     z = ptr_like(o[0], mk)
     for i in range(r0, r1):
-        for j in range(n):
+        for j in range(c0, c1):
             if scaled:
                 z[i * n + j] = z[i * n + j] * alpha + x[i * rs + j * cs] * beta
             else:
@@ -95,26 +99,39 @@ def _matmul(block, alpha, beta, mk, item):
         if nb * m * n * k >= block[K_MIN]:
             return OK
         npart, done = 0, SPLIT_WHOLE
-    r0, r1 = (m * part // npart, m * (part + 1) // npart) if npart else (0, m)
-    if r0 >= r1:
+    r0, r1, c0, c1 = 0, m, 0, n
+    pw, pwk = block[K_BP], block[K_BK]
+    if npart and block[K_BYCOL]:  # whole panels of columns (a packed B is cut at panels)
+        nr = 64 // item
+        panels = (n + nr - 1) // nr
+        c0 = min(n, panels * part // npart * nr)
+        c1 = min(n, panels * (part + 1) // npart * nr)
+        if pw != 0 and pwk == PK_B_COLS:
+            pw += c0 * k * item
+        else:
+            pw, pwk = 0, 0
+    elif npart:
+        r0, r1 = m * part // npart, m * (part + 1) // npart
+    if r0 >= r1 or c0 >= c1:
         return OK
-    need = gemm_scratch(r1 - r0, n, k)
+    need = gemm_scratch(r1 - r0, c1 - c0, k)
     if need <= block[K_SCRN]:
         scr = carray(ptr_like(block[K_SCR] if block[K_SCR] else o[0], mk), max(need, 1))
     else:  # sizes over the bind-time bound: allocate
         scr = np.empty(need, type(mk))
     for i in range(nb):  # (a packed B is never batched)
-        ordered_gemm(r1 - r0, n, k, a[0] + (i * a[24] + r0 * ars) * item, ars, acs,
-                     b[0] + i * b[24] * item, brs, bcs, o[0] + (i * m + r0) * n * item, n, scr,
-                     mk, item, block[K_BP], block[K_BK])
+        ordered_gemm(r1 - r0, c1 - c0, k, a[0] + (i * a[24] + r0 * ars) * item, ars, acs,
+                     b[0] + (i * b[24] + c0 * bcs) * item, brs, bcs,
+                     o[0] + ((i * m + r0) * n + c0) * item, n, scr, mk, item, pw, pwk)
     if op == OP_LINEAR and block[K_S] != 0:
-        st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1)
+        st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1, c0, c1)
     elif op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
-        st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk, r0, r1)
+        st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk, r0, r1, c0, c1)
     elif op == OP_ADDMM and alpha != 1:
         z = ptr_like(o[0], mk)
-        for i in range(r0 * n, r1 * n):
-            z[i] = z[i] * alpha
+        for i in range(r0, r1):
+            for j in range(c0, c1):
+                z[i * n + j] = z[i * n + j] * alpha
     return st if st != OK else done
 
 
@@ -148,17 +165,24 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     nb = a.shape[0] if op == OP_BMM else 1
     parts = min(ctx.threads, m) if nb * m * n * k >= SPLIT_MACS else 1
-    mp = -(-m // parts)  # rows of a part (of the whole when not split)
+    panels = -(-n // nr_of(out.dtype.itemsize))
+    # fewer rows than threads (a matrix-vector product): the parts split the columns
+    bycol = op != OP_BMM and m < ctx.threads and nb * m * n * k >= SPLIT_MACS and panels > 1
+    if bycol:
+        parts = min(ctx.threads, panels)
+    mp = m if bycol else -(-m // parts)  # rows of a part (of the whole when not split)
+    np_ = -(-panels // parts) * nr_of(out.dtype.itemsize) if bycol else n  # its columns
     packed, kind = 0, 0
     if op != OP_BMM and b.storage is not None and not b.storage.flags.writeable and m * n * k:
         # a constant (a linear layer's weight): packed once, here, for the load-time sizes
-        # (a part's: rows of A only select rows of C, the packed B serves every part)
+        # (a part's: rows of A only select rows of C, the packed B serves every part; a
+        # part of the columns reads its own panels of it)
         bm = b.numpy()
-        bp, kind = pack_weight(bm.T if op == OP_LINEAR else bm, mp, n, False)
+        bp, kind = pack_weight(bm.T if op == OP_LINEAR else bm, mp, min(n, np_), False)
         ctx.scratch.append(bp)
         packed = bp.ctypes.data
     words = [op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
-             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0, 0]
+             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0, 0, int(bycol)]
     blocks = []
     for p in range(parts):  # the gemm's scratch at load-time (upper-bound) sizes, per part
         nelem = scratch_size(m if p == 0 else mp, n, k)  # (part 0's serves the whole call)
@@ -166,11 +190,11 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         w[K_SCR], w[K_SCRN] = ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0, nelem
         w[K_PART], w[K_NPART] = (p, parts) if parts > 1 else (0, 0)
         blocks.append(w)
-    whole = blocks[0][:K_PART] + [0, 0, 0]
+    whole = blocks[0][:K_PART] + [0, 0, 0, 0]
     if parts == 1:
         return ctx.bind(lazy(matmul_kernel), whole)
     return ctx.bind_split(lazy(matmul_kernel), whole, blocks,
-                          whole[:K_PART] + [-1, parts, SPLIT_MACS])
+                          whole[:K_PART] + [-1, parts, SPLIT_MACS, int(bycol)])
 
 
 @register_fast("aten::mm.out")

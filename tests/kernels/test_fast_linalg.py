@@ -130,6 +130,38 @@ def test_split_into_row_parts_is_bit_identical(threads, monkeypatch):
     assert status != 0 and parts == min(threads, m)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_matrix_vector_products_split_their_columns(threads, monkeypatch):
+    """Fewer rows than threads (a classifier's or a decode step's product): the parts take
+    whole panels of columns each (a constant B packed once, each part reading its own
+    panels; bias and alpha/beta on each part's columns), bit for bit the one-call result."""
+    from kernels.fast import linalg
+
+    monkeypatch.setattr(linalg, "SPLIT_MACS", 0)
+    for dt in (np.float32, np.float64):
+        nr = 64 // np.dtype(dt).itemsize
+        for m, k, n in ((1, 40, 70), (1, 9, 3 * nr), (2, 33, 5 * nr + 3), (1, 64, nr + 1)):
+            a, b, s = _rand((m, k), dt), _rand((k, n), dt), _rand((n,), dt)
+            cases = [("aten::mm.out", [a, b], (m, n)),
+                     ("aten::mm.out", [a, _transposed(b)], (m, n)),
+                     ("aten::mm.out", [a, _constant(b)], (m, n)),
+                     ("aten::addmm.out", [s, a, _constant(b, transposed=True), 0.5, 2.0], (m, n)),
+                     ("aten::addmm.out", [_rand((m, 1), dt), a, b, 1, 1], (m, n)),
+                     ("aten::addmm.out", [s, a, b, 0, 3.0], (m, n)),
+                     ("aten::linear.out", [a, _constant(np.ascontiguousarray(b.T)), s], (m, n)),
+                     ("aten::linear.out", [a.reshape(1, m, k),
+                                           _constant(np.ascontiguousarray(b.T)), None],
+                      (1, m, n))]
+            want = min(threads, -(-n // nr)) if m < threads else min(threads, m)
+            for name, args, shape in cases:
+                ref = static_out(shape, dt)
+                call(name, *args, ref)
+                for out in (static_out(shape, dt), bound_out(tuple(x + 2 for x in shape), dt)):
+                    status, parts = call_split(name, *args, out, threads=threads)
+                    assert status == 0 and parts == want, (name, m, n, status, parts)
+                    np.testing.assert_array_equal(out.numpy(), ref.numpy(), err_msg=name)
+
+
 def test_declines_and_errors():
     a32, b32 = _rand((2, 3), np.float32), _rand((3, 4), np.float32)
     # other dtypes and mixed dtypes are declined by the typed kernel (kernels/fast/generic/
