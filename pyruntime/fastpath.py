@@ -16,6 +16,7 @@ changes at run time syncs its record around the call.
 """
 from __future__ import annotations
 
+import ctypes
 import time
 
 import numpy as np
@@ -92,14 +93,13 @@ class FastPlan:
         # pc -> kernel body not compiled yet (background compile mode, ``kernels.fast.jit``):
         # the instruction runs on the reference kernel until ``poll`` binds it
         self.pending: dict = {}
+        self._also_compile = []  # kernel bodies no instruction waits for (a run's)
         self._next_poll = 0.0
         # kernels not in the on-disk cache compile here: say so when it takes a while
         with CompileNotice(f"method {method.name!r}", len(self.flat)) as notice:
             for pc, (c, n, ins) in enumerate(self.flat):
                 notice.step(pc)
                 self._setup(pc, c, n, ins, values, dynamic)
-        if self.pending:
-            self._request()
         # load-time fusion (``pyruntime.fusion``): (conv pc, fused (fn, block), other pcs)
         self.fusions = []
         self.fused = False
@@ -110,7 +110,19 @@ class FastPlan:
                 r = None  # an optimisation only: the group runs unfused, as each compiled
             if r is not None:
                 self.fusions.append((pc, r, members))
+        self.runs = {}  # first pc -> (its block, the run's pcs): ``fusion.find_runs``
+        taken = {p for pc, _, members in self.fusions for p in [pc] + members}
+        for pc, members in fusion.find_runs(self, taken):
+            try:
+                r = fusion.bind_run(self, pc, members)
+            except KernelNotReady as e:  # compiled in the background, for the next load
+                self._also_compile.append(e.fn)
+                break
+            self.fusions.append((pc, r, members))
+            self.runs[pc] = (r[1], [pc] + members)
         self.set_fused(True)
+        if self.pending or self._also_compile:
+            self._request()
 
     def set_fused(self, on: bool) -> bool:
         """Run the fused groups as one kernel each (True), or instruction by instruction
@@ -166,7 +178,8 @@ class FastPlan:
     def _request(self):
         from pyruntime.warmup import compile_detached
 
-        refs = list(dict.fromkeys((f.__module__, f.__name__) for f in self.pending.values()))
+        refs = list(dict.fromkeys((f.__module__, f.__name__)
+                                  for f in list(self.pending.values()) + self._also_compile))
         if compile_detached(refs):
             background_notice(len(refs), self.m.name)
 
@@ -517,6 +530,10 @@ class FastPlan:
 
     def _explain_failure(self, pc, status):
         """A compiled kernel failed: rerun it on the reference kernel for a precise error."""
+        if pc in self.runs and self.fused:  # the op of the run that failed
+            block, pcs = self.runs[pc]
+            failed = int(np.frombuffer((ctypes.c_int64 * 2).from_address(block), np.int64)[1])
+            pc = pcs[failed] if 0 <= failed < len(pcs) else pc
         c, n, ins = self.flat[pc]
         name, src_pc = ins[5], ins[6]
         try:

@@ -1,4 +1,5 @@
-"""Load-time fusion on the fast tier: convolution + batch norm + clamp/relu as one kernel.
+"""Load-time fusion on the fast tier: convolution + batch norm + clamp/relu as one kernel,
+and runs of fixed-shape elementwise ops as one call.
 
 A CNN exported for ExecuTorch's portable kernels runs each convolution as three
 instructions: the convolution, ``_native_batch_norm_legit_no_training`` on its
@@ -21,6 +22,11 @@ A group is fused only when nothing can tell the difference:
   out and moves the result (a copy pass instead of two);
 * the bias and the batch norm's tensors are constants (read at load), and each
   instruction of the group also compiled on its own.
+
+Consecutive binary ops bound to ``kernels.fast.elementwise.fixed_binary_kernel``
+(shapes fixed at load: a chain of small elementwise ops, as in a decode step) run as
+one call that walks their argument blocks in order (``find_runs``): every op still
+writes its own out, only the per-op dispatch goes. The same conditions on jumps apply.
 
 An event tracer sees the unfused instructions (``FastPlan.set_fused(False)``
 while it runs), so every intermediate is observable when tracing asks for it.
@@ -143,3 +149,50 @@ def bind_group(plan, pc, members, out):
     x, conv_out, final = conv[0], values[plan.flat[pc][2][2][9]], values[out]
     return bind_fused(plan.ctx, conv, bn, act, final,
                       conv_out if _overlap(final, x) else None)
+
+
+MIN_RUN = 2  # ops in a run worth one call
+
+
+def find_runs(plan, taken=frozenset()) -> list:
+    """[(first pc, [the other pcs])]: maximal runs of consecutive instructions of one chain
+    bound to ``fixed_binary_kernel`` (one call each, no parts), no jump landing inside,
+    none in ``taken`` (another group's)."""
+    from kernels.fast import jit
+    from kernels.fast.elementwise import fixed_binary_kernel
+
+    fixed = jit._COMPILED.get(fixed_binary_kernel)
+    if fixed is None:
+        return []
+    addr = fixed.address
+    flat = plan.flat
+    targets = set()
+    for pc, (c, _, (kind, fn, args, *_rest)) in enumerate(flat):
+        if kind == JUMP_FALSE:
+            targets.add(plan.offsets[c] + args)
+
+    def member(pc):
+        r = plan.calls.get(pc)
+        return r is not None and len(r) == 2 and r[0] == addr and pc not in taken
+
+    runs, pc = [], 0
+    while pc < len(flat):
+        if not member(pc):
+            pc += 1
+            continue
+        end = pc + 1
+        while end < len(flat) and member(end) and end not in targets \
+                and flat[end][0] == flat[pc][0]:
+            end += 1
+        if end - pc >= MIN_RUN:
+            runs.append((pc, list(range(pc + 1, end))))
+        pc = end
+    return runs
+
+
+def bind_run(plan, pc, members):
+    """(fn, block) of one call running the run's blocks in order; raises KernelNotReady
+    when the run kernel is not compiled yet (background compile mode)."""
+    from kernels.fast.elementwise import bind_fixed_run
+
+    return bind_fixed_run(plan.ctx, [plan.calls[p][1] for p in [pc] + members])

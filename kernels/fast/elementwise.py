@@ -211,7 +211,8 @@ def _fixed(block, alpha, m):
     return OK
 
 
-def fixed_binary_kernel(block):
+@njit(inline="always")
+def _fixed_any(block):
     dt = block[F_DT]
     alpha = bits_to_f64(block[4])
     if dt == ST_F32:
@@ -223,6 +224,34 @@ def fixed_binary_kernel(block):
     if dt == ST_I32:
         return _fixed(block, np.int32(alpha), np.int32(0))
     return NOT_SUPPORTED
+
+
+def fixed_binary_kernel(block):
+    return _fixed_any(block)
+
+
+# ---- a run of them, one call ---------------------------------------------------------
+# Consecutive instructions bound to ``fixed_binary_kernel`` (``pyruntime.fusion.find_runs``)
+# run as one call that walks their blocks in order: each op still reads and writes its own
+# tensors, so every out is written as before; what goes is the loop's indirect call and
+# Numba's wrapper per op (about half of a one-element op's time). block: the number of
+# ops, the index of the op that failed (written on failure), then each op's block address.
+R_N, R_FAILED, R_BLOCKS = 0, 1, 2
+
+
+def fixed_run_kernel(block):
+    for i in range(block[R_N]):
+        st = _fixed_any(ptr_like(block[R_BLOCKS + i], np.int64(0)))
+        if st != OK:
+            block[R_FAILED] = i
+            return st
+    return OK
+
+
+def bind_fixed_run(ctx, blocks):
+    """(fn, block) running the ``fixed_binary_kernel`` blocks ``blocks`` (addresses) in
+    order, in one call."""
+    return ctx.bind(lazy(fixed_run_kernel), [len(blocks), -1] + list(blocks))
 
 
 def _fixed_shapes(a, b, out) -> bool:

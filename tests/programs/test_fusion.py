@@ -120,3 +120,45 @@ def test_mobilenet_v2_fused_bit_identical():
         unfused = [np.array(o) for o in m.execute(inputs)]
         for a, b, e in zip(_bits(fused), _bits(unfused), _bits(expected)):
             assert np.array_equal(a, b) and np.array_equal(a, e)
+
+
+def test_runs_of_fixed_shape_binary_ops_are_one_call():
+    """chain400 (200 x (mul, add) on one element): the 400 ops run as one call, every out
+    written as before (bit for bit the unfused run and the reference tier's); a tracer sees
+    all 400 instructions."""
+    pte, _ = small_program("chain400")
+    prog = pyruntime.Runtime.get().load_program(pte)
+    m = prog.load_method("forward", tier="fast")
+    fp = m._fast
+    assert [(pc, len(members)) for pc, _, members in fp.fusions] == [(0, 399)]
+    assert set(fp.runs) == {0} and fp.runs[0][1] == list(range(400))
+    ref = prog.load_method("forward", tier="reference")
+    for v in (0.3, -7.25, np.inf, np.nan, 3e38):
+        x = np.array([v], np.float32)
+        fused = m.execute([x])
+        fp.set_fused(False)
+        unfused = m.execute([x])
+        fp.set_fused(True)
+        want = ref.execute([x])
+        for other in (unfused, want):
+            assert all(np.array_equal(a, b) for a, b in zip(_bits(fused), _bits(other))), v
+    tracer = EventTracer()
+    tm = tracer.load_method(prog, "forward", tier="fast")
+    tm.execute([np.array([0.5], np.float32)])
+    dump = tracer.etdump().executions[0].instruction_outputs()
+    assert all((0, pc) in dump for pc in range(400))
+    assert tm._fast.fused
+
+
+def test_a_failing_op_in_a_run_is_named():
+    """A run stops at the op that fails and the error names that instruction, not the
+    run's first (a block with an unknown dtype code stands in for a failing op)."""
+    from kernels.fast.elementwise import F_DT
+
+    pte, _ = small_program("chain400")
+    m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="fast")
+    fp = m._fast
+    block = (ctypes.c_int64 * 8).from_address(fp.calls[7][1])
+    block[F_DT] = 99  # not a dtype the kernel has: NOT_SUPPORTED
+    with pytest.raises(pyruntime.ExecuTorchError, match="instruction 7 "):
+        m.execute([np.array([1.0], np.float32)])
