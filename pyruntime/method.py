@@ -245,7 +245,7 @@ class Method:
     def _acquire(self) -> None:
         # One execute at a time per Method: a second thread gets an error at once, never
         # a share of the planned memory or of the inputs the running loop reads.
-        if not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(False):  # (positional: a keyword costs 0.1 us a call)
             raise ExecuTorchError(ErrorCode.InvalidState,
                                   f"method {self.name!r} is already executing (use one Method "
                                   "per thread, or a MethodPool)")

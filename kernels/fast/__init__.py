@@ -8,8 +8,11 @@ argument block) or ``None`` to leave the instruction to the reference kernel.
 Compiled kernels are Numba ``cfunc``s over the descriptor ABI
 (``cython_ext.abi``), compiled on first use and cached on disk by Numba.
 
-This package imports numba; it is only imported when a method loads with
-``tier="fast"``, so the reference tier never pays for it.
+Kernel modules take Numba's names (``njit``, ``carray``, ``types``...) from
+``kernels.fast.deferred``, never from ``numba``: Numba is imported only when a kernel
+must compile or load through it, so a process whose kernels all come from the object
+cache (``kernels.fast.objcache``) never pays for its import, and the reference tier
+never imports this package.
 """
 from __future__ import annotations
 
