@@ -24,6 +24,7 @@ import numpy as np
 
 from kernels.fast import register_fast
 from kernels.fast.deferred import carray, njit
+from kernels.fast.gemm import MR, nr_of
 from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, desc, lazy, ptr_like, resize_to)
 from kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
@@ -34,7 +35,7 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # weight packed per group for ``ordered_gemm`` at load when it is a constant, else 0; B_WK:
 # how it is packed (``ordered.PK_*``), read only when B_WT is set)
 B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
-    B_WT, B_WK, B_EP, B_EPF, B_MOVE, B_PART, B_NPART = range(21)
+    B_WT, B_WK, B_EP, B_EPF, B_MOVE, B_PART, B_NPART, B_ROWS = range(22)
 # A fused epilogue (``bind_fused``): B_EP, when not 0, is the address of the per-channel
 # constants ``_epilogue`` reads; B_EPF says which parts are fused (EP_* bits; 0: none);
 # B_MOVE, when not 0, is the descriptor the result is then moved to (B_OUT is the conv's
@@ -43,8 +44,11 @@ EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8
 EP_CHUNK = 512  # output columns per gemm call when an epilogue follows
 # Split into parts (intra-op threads, ``BindContext.bind_split``): B_NPART parts, B_PART
 # this block's: -1 checks and resizes the out, -2 does the move (B_MOVE), k >= 0 computes
-# part k: a range of whole output planes (direct loop) or a range of output columns of
-# every plane (gemm), each part with its own scratch. B_NPART 0: the whole call. The prep
+# part k: a range of whole output planes (direct loop), a range of output columns of
+# every plane (gemm), or with B_ROWS (not 0: a one-group gemm whose weight outweighs its
+# columns, O > L) a range of output channels, whole panels of B_ROWS rows of the packed
+# weight, so that each part reads only its share of the weight; each part with its own
+# scratch. B_NPART 0: the whole call. The prep
 # block's B_FN holds the multiply-adds below which the prep call does the whole call
 # itself at the run's sizes (and returns SPLIT_WHOLE: the loop then skips the parts).
 PART_PREP, PART_POST = -1, -2
@@ -124,11 +128,12 @@ def _epilogue(of, base, L, oc, O, ep, flags):
 
 @njit
 def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
-               OH, OW, zero, item, ep, flags, c0, c1):
+               OH, OW, zero, item, ep, flags, c0, c1, r0, r1):
     """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order,
     then the fused epilogue (if any) on the block while it is recent; only output
-    columns [c0, c1) of each plane. ``buf`` holds the im2col columns, then the gemm's
-    own scratch."""
+    columns [c0, c1) of each plane, and rows [r0, r1) of each group's (a packed weight's
+    rows from a panel boundary). ``buf`` holds the im2col columns, then the gemm's own
+    scratch."""
     L = OH * OW
     og, kg = O // g, Cg * KH * KW
     pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
@@ -152,12 +157,14 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
             j0 = c0
             while j0 < c1:
                 nc = c1 - j0 if not flags or c1 - j0 < 2 * EP_CHUNK else EP_CHUNK
-                ordered_gemm(og, nc, kg, w[0] + gi * og * kg * item, kg, 1, pb + j0 * item,
-                             ldb, 1, o[0] + ((n * O + gi * og) * L + j0) * item, L, gscr,
-                             zero, item, wt + gi * wstep if wt else 0, wk if wt else 0)
+                pwt = wt + gi * wstep + r0 * kg * item if wt else 0
+                ordered_gemm(r1 - r0, nc, kg, w[0] + (gi * og + r0) * kg * item, kg, 1,
+                             pb + j0 * item, ldb, 1,
+                             o[0] + ((n * O + gi * og + r0) * L + j0) * item, L, gscr, zero,
+                             item, pwt, wk if wt else 0)
                 if flags:
                     of = ptr_like(o[0], zero)
-                    for oc in range(gi * og, (gi + 1) * og):
+                    for oc in range(gi * og + r0, gi * og + r1):
                         _epilogue(of, (n * O + oc) * L + j0, nc, oc, O, ep, flags)
                 j0 += nc
 
@@ -389,18 +396,24 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
     L = OH * OW
     if N * O * L == 0:
         return OK
-    p0, p1, c0, c1 = 0, N * O, 0, L
+    p0, p1, c0, c1, r0, r1 = 0, N * O, 0, L, 0, O // g
+    al = block[B_ROWS]
+    byrow = al > 0 and g == 1 and Cg != 1
     if Cg == 1:  # whole planes of the direct loop
         p0, p1 = N * O * part // npart, N * O * (part + 1) // npart
+    elif byrow:  # output channels: whole panels of the packed weight
+        panels = (O + al - 1) // al
+        r0, r1 = min(O, panels * part // npart * al), min(O, panels * (part + 1) // npart * al)
     else:  # columns of every plane: each part runs the gemm on its own im2col columns
         c0, c1 = L * part // npart, L * (part + 1) // npart
-    if p0 >= p1 or c0 >= c1:
+    if p0 >= p1 or c0 >= c1 or r0 >= r1:
         return OK
     of = ptr_like(o[0], zero)
     if Cg == 1 or x[3] == 0:
         for p in range(p0, p1):
-            for i in range(p * L + c0, p * L + c1):
-                of[i] = zero
+            if not byrow or r0 <= p % O < r1:
+                for i in range(p * L + c0, p * L + c1):
+                    of[i] = zero
     # a fused epilogue (``bind_fused``): per channel once its values are done
     flags = block[B_EPF] if block[B_EP] else 0
     ep = ptr_like(block[B_EP] if flags else o[0], zero)
@@ -422,14 +435,18 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
                     zero, item, ep, flags, p0, p1)
         else:
             wt = block[B_WT]
-            _gemm_conv(buf, x, w, wt, block[B_WK] if wt else 0, o, N, C, H, W, O, g, Cg, KH,
-                       KW, sh, sw, ph, pw, dh, dw, OH, OW, zero, item, ep, flags, c0, c1)
+            wk = block[B_WK] if wt else 0
+            _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh,
+                       dw, OH, OW, zero, item, ep, flags, c0, c1, r0, r1)
     elif flags:
         for p in range(p0, p1):
-            _epilogue(of, p * L + c0, c1 - c0, p % O, O, ep, flags)
+            if not byrow or r0 <= p % O < r1:
+                _epilogue(of, p * L + c0, c1 - c0, p % O, O, ep, flags)
     if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
         bf = ptr_like(desc(block[B_BIAS])[0], zero)
         for p in range(p0, p1):
+            if byrow and (p % O < r0 or p % O >= r1):
+                continue
             v = bf[p % O]
             for i in range(p * L + c0, p * L + c1):
                 of[i] += v
@@ -483,16 +500,17 @@ def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
     return (0 if pointwise else kg * L) + scratch_size(og, L, kg)
 
 
-def packed_weight(ctx, weight, groups, L):
+def packed_weight(ctx, weight, groups, L, rows=None):
     """(address, kind): the weight packed per group for ``ordered_gemm`` (``pack_weight``,
-    in the orientation the load-time output size ``L`` picks) in a method-owned buffer, when
-    it is a constant (read-only storage: it cannot change under the copy); else (0, 0)."""
+    in the orientation the load-time output size ``L`` and a part's ``rows`` (default: a
+    group's) pick) in a method-owned buffer, when it is a constant (read-only storage: it
+    cannot change under the copy); else (0, 0)."""
     if weight.storage is None or weight.storage.flags.writeable or weight.shape[1] == 1:
         return 0, 0
     w = weight.numpy()
     og = w.shape[0] // groups
     w3 = w.reshape(groups, og, -1)
-    parts = [pack_weight(w3[gi], og, L, True) for gi in range(groups)]
+    parts = [pack_weight(w3[gi], rows or og, L, True) for gi in range(groups)]
     kind = parts[0][1]
     assert all(p.size == packed_size(og, L, w3.shape[2], kind, w.dtype.itemsize)
                for p, _ in parts)
@@ -534,35 +552,46 @@ def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
     kern = ([1] + list(weight.shape[2:]))[-2:]
     osp = [max(0, (sp[i] + 2 * padding[i] - dilation[i] * (kern[i] - 1) - 1) // stride[i] + 1)
            for i in range(2)]
-    wt, wk = packed_weight(ctx, weight, groups, osp[0] * osp[1])
+    O, L = weight.shape[0], osp[0] * osp[1]
+    macs = input.shape[0] * O * L * weight.shape[1] * prod(kern)
+    split = macs >= SPLIT_MACS and ctx.threads > 1
+    # a one-group gemm whose weight outweighs its columns (MobileNetV2's 7x7 and 14x14
+    # pointwise layers) splits its output channels: each part reads its share of the weight
+    byrow = split and groups == 1 and weight.shape[1] > 1 and O > L \
+        and O >= ctx.threads * nr_of(dt.itemsize)
+    wt, wk = packed_weight(ctx, weight, groups, L, -(-O // ctx.threads) if byrow else None)
+    rows = (MR if wk == PK_A_ROWS or not wt else nr_of(dt.itemsize)) if byrow else 0
     nelem = scratch_elems(weight.shape[0] // groups, weight.shape[1], kern, sp, stride, padding,
                           dilation)
     words = [0, ctx.desc(input), ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
              ctx.desc(out), stride[0], stride[1], padding[0], padding[1], dilation[0],
              dilation[1], groups, 0, 0, wt, wk]
-    # the parts: whole planes (one input channel per group) or columns; at least one each
-    macs = input.shape[0] * weight.shape[0] * osp[0] * osp[1] * weight.shape[1] * prod(kern)
-    span = input.shape[0] * weight.shape[0] if weight.shape[1] == 1 else osp[0] * osp[1]
-    n = min(ctx.threads, span) if macs >= SPLIT_MACS else 1
+    # the parts: whole planes (one input channel per group), channels or columns; at least
+    # one each
+    if byrow:
+        span = -(-O // rows)
+    else:
+        span = input.shape[0] * O if weight.shape[1] == 1 else L
+    n = min(ctx.threads, span) if split else 1
     parts = []
     for k in range(n):
         w = list(words)
         w[B_SCR], w[B_SCRN] = _scratch(ctx, nelem * dt.itemsize, k) if nelem else (0, 0)
         w[B_SCRN] //= dt.itemsize
         parts.append(w)
-    return parts[0], parts if n > 1 else []
+    return parts[0], parts if n > 1 else [], rows
 
 
-def _bind(ctx, words, parts, tail):
+def _bind(ctx, words, parts, rows, tail):
     """The whole call's block, and its parts' (``BindContext.bind_split``)."""
     fn = lazy(conv_kernel)
     if not parts:
-        return ctx.bind(fn, words + tail + [0, 0])
+        return ctx.bind(fn, words + tail + [0, 0, 0])
     n = len(parts)
-    return ctx.bind_split(fn, words + tail + [0, 0], [w + tail + [k, n] for k, w in
-                                                      enumerate(parts)],
-                          [SPLIT_MACS] + words[1:] + tail + [PART_PREP, n],
-                          words + tail + [PART_POST, n] if tail[2] else None)
+    return ctx.bind_split(fn, words + tail + [0, 0, 0], [w + tail + [k, n, rows] for k, w in
+                                                         enumerate(parts)],
+                          [SPLIT_MACS] + words[1:] + tail + [PART_PREP, n, rows],
+                          words + tail + [PART_POST, n, rows] if tail[2] else None)
 
 
 @register_fast("aten::convolution.out")

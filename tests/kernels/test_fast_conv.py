@@ -176,6 +176,34 @@ def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
         np.testing.assert_array_equal(out.numpy(), want)
 
 
+@pytest.mark.parametrize("case", [
+    ((1, 20, 4, 4), (70, 20, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),    # pointwise, 16 < 70
+    ((2, 8, 5, 5), (64, 8, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),      # 3x3, batch of 2
+    ((1, 12, 7, 7), (40, 12, 1, 1), False, [2, 2], [0, 0], [1, 1], 1),   # 1x1 stride 2
+    ((1, 9, 6), (50, 9, 3), True, [1], [1], [1], 1),                     # conv1d
+])
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_wide_weights_split_their_output_channels(case, constant, dtype, threads, monkeypatch):
+    """More output channels than positions: the parts take output channels (whole panels of
+    the packed weight, each part reading its own), bit for bit the one-call result."""
+    from kernels.fast import conv
+
+    monkeypatch.setattr(conv, "SPLIT_MACS", 0)
+    args, want = _args(case, dtype)
+    if constant:
+        w = ETensor.from_array(args[1].copy())
+        w.storage.flags.writeable = False
+        args[1] = w
+    rows = conv.MR if not constant else None
+    for out in (static_out(want.shape, dtype), bound_out(tuple(s + 2 for s in want.shape), dtype)):
+        status, n = call_split(OP, *args, out, threads=threads)
+        assert status == 0 and n == threads, (status, n)
+        np.testing.assert_array_equal(out.numpy(), want)
+    assert rows is None or rows == 6
+
+
 def test_split_parts_report_errors(monkeypatch):
     from kernels.fast import conv
 
