@@ -29,17 +29,27 @@ NCB = 256  # B columns packed per block (KC x NCB: 256 KiB, in L2)
 
 
 def nr_of(itemsize):
-    """Columns per B panel: two 256-bit vectors."""
+    """Columns per B panel: 64 bytes (two 256-bit vectors, or one 512-bit)."""
     return 64 // itemsize
+
+
+def wide_vectors() -> bool:
+    """Whether kernels compile for a target with AVX-512 (``objcache._magic``: Numba's own
+    target, so the object and Numba caches, keyed by it, never mix the two)."""
+    from kernels.fast import objcache
+
+    return "+avx512f" in objcache._magic()[2].split(",")
 
 
 def _microkernel(mr, panels=1):
     """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, marker)``: C[0:mr, 0:NR] (row stride
     ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in order;
-    B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 (one row:
-    a matrix-vector product, latency-bound on 2 accumulators otherwise) it takes
-    ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, marker)`` and computes C[0, 0:panels*NR]
-    from ``panels`` B panels ``pstride`` elements apart, each element the same sum."""
+    B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 it takes
+    ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, marker)`` and computes C[0:mr,
+    0:panels*NR] from ``panels`` B panels ``pstride`` elements apart, each element the
+    same sum: in one k loop (more accumulators in flight: one row, a matrix-vector product,
+    is latency-bound on one panel's) when there are registers for them (one row, or
+    512-bit vectors: 32 registers, one vector per panel row), else one loop per panel."""
     def typer(nargs, marker):
         return types.void(*([types.int64] * (nargs - 1)), marker), codegen
 
@@ -51,9 +61,12 @@ def _microkernel(mr, panels=1):
             pa, pb, ldb, pstride, pc, ldc, kc, load, _ = args
         mt = signature.args[-1]
         fty = context.get_value_type(mt)
-        w = 8 if mt == types.float32 else 4  # lanes of a 256-bit vector
+        # lanes of a 512-bit vector where the target has them (one per panel row: twice
+        # the lanes per multiply and add, each lane's sum the same), else of a 256-bit one
+        w = (16 if mt == types.float32 else 8) if wide_vectors() else \
+            (8 if mt == types.float32 else 4)
+        vpp = 64 // (4 if mt == types.float32 else 8) // w  # vectors per panel row
         align = 4 if mt == types.float32 else 8
-        nv = 2 * panels
         vty = ir.VectorType(fty, w)
         i64 = ir.IntType(64)
         i32 = ir.IntType(32)
@@ -61,48 +74,56 @@ def _microkernel(mr, panels=1):
         A = builder.inttoptr(pa, fp)
         B = builder.inttoptr(pb, fp)
         C = builder.inttoptr(pc, fp)
-        acc = [[cgutils.alloca_once(builder, vty) for _ in range(nv)] for _ in range(mr)]
-
-        def cptr(r, v):
-            off = builder.add(builder.mul(ir.Constant(i64, r), ldc), ir.Constant(i64, v * w))
-            return builder.bitcast(builder.gep(C, [off]), vp)
-
         zero = ir.Constant(vty, [ir.Constant(fty, 0.0)] * w)
-        with builder.if_else(builder.icmp_signed("!=", load, ir.Constant(i64, 0))) as (
-                then, otherwise):
-            with then:
-                for r in range(mr):
-                    for v in range(nv):
-                        builder.store(builder.load(cptr(r, v), align=align), acc[r][v])
-            with otherwise:
-                for r in range(mr):
-                    for v in range(nv):
-                        builder.store(zero, acc[r][v])
         undef = ir.Constant(vty, ir.Undefined)
         splat_mask = ir.Constant(ir.VectorType(i32, w), [ir.Constant(i32, 0)] * w)
+        together = panels == 1 or mr == 1 or vpp == 1
+        for group in ([list(range(panels))] if together else [[q] for q in range(panels)]):
+            # vectors of a row: (panel, its place in the panel) for this loop's panels
+            vs = [(q, i) for q in group for i in range(vpp)]
+            acc = [[cgutils.alloca_once(builder, vty) for _ in vs] for _ in range(mr)]
 
-        def boff(v):  # vector v of a B row: its panel's start, then its place in the panel
-            o = ir.Constant(i64, (v % 2) * w)
-            return o if v < 2 else builder.add(
-                builder.mul(ir.Constant(i64, v // 2), pstride), o)
+            def coff(q, i):  # a vector's column: its panel's start, then its place
+                return q * vpp * w + i * w
 
-        with cgutils.for_range(builder, kc) as loop:
-            t = loop.index
-            bb = builder.mul(t, ldb)
-            bv = [builder.load(builder.bitcast(
-                builder.gep(B, [builder.add(bb, boff(v))]), vp), align=align)
-                for v in range(nv)]
-            ab = builder.mul(t, ir.Constant(i64, MR))
+            def cptr(r, q, i):
+                off = builder.add(builder.mul(ir.Constant(i64, r), ldc),
+                                  ir.Constant(i64, coff(q, i)))
+                return builder.bitcast(builder.gep(C, [off]), vp)
+
+            def boff(q, i):  # a vector of a B row: its panel's start, then its place
+                o = ir.Constant(i64, i * w)
+                return o if q == 0 else builder.add(
+                    builder.mul(ir.Constant(i64, q), pstride), o)
+
+            with builder.if_else(builder.icmp_signed("!=", load, ir.Constant(i64, 0))) as (
+                    then, otherwise):
+                with then:
+                    for r in range(mr):
+                        for v, (q, i) in enumerate(vs):
+                            builder.store(builder.load(cptr(r, q, i), align=align), acc[r][v])
+                with otherwise:
+                    for r in range(mr):
+                        for v in range(len(vs)):
+                            builder.store(zero, acc[r][v])
+            with cgutils.for_range(builder, kc) as loop:
+                t = loop.index
+                bb = builder.mul(t, ldb)
+                bv = [builder.load(builder.bitcast(
+                    builder.gep(B, [builder.add(bb, boff(q, i))]), vp), align=align)
+                    for q, i in vs]
+                ab = builder.mul(t, ir.Constant(i64, MR))
+                for r in range(mr):
+                    a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
+                    av = builder.shuffle_vector(
+                        builder.insert_element(undef, a, ir.Constant(i32, 0)), undef,
+                        splat_mask)
+                    for v in range(len(vs)):
+                        p = builder.fmul(av, bv[v])
+                        builder.store(builder.fadd(builder.load(acc[r][v]), p), acc[r][v])
             for r in range(mr):
-                a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
-                av = builder.shuffle_vector(
-                    builder.insert_element(undef, a, ir.Constant(i32, 0)), undef, splat_mask)
-                for v in range(nv):
-                    p = builder.fmul(av, bv[v])
-                    builder.store(builder.fadd(builder.load(acc[r][v]), p), acc[r][v])
-        for r in range(mr):
-            for v in range(nv):
-                builder.store(builder.load(acc[r][v]), cptr(r, v), align=align)
+                for v, (q, i) in enumerate(vs):
+                    builder.store(builder.load(acc[r][v]), cptr(r, q, i), align=align)
         return context.get_dummy_value()
 
     if panels == 1:
@@ -118,6 +139,7 @@ def _microkernel(mr, panels=1):
 
 _mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
 _mk1x4 = _microkernel(1, panels=4)  # one row, four panels: 8 accumulators in flight
+_mk6x2 = _microkernel(MR, panels=2)  # a full tile, two panels: 12 with 512-bit vectors
 
 
 @njit(inline="always")
@@ -283,6 +305,16 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                             b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
                         _mk1x4(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load, zero)
                         jj += 4 * nr
+                        continue
+                    if mr == MR and ccs == 1 and nb - jj >= 2 * nr:  # two full panels
+                        if pbp != 0:
+                            b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
+                        elif not direct:
+                            b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
+                        else:
+                            b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
+                        _mk6x2(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load, zero)
+                        jj += 2 * nr
                         continue
                     jc = jj  # this panel's column in the block
                     jj += nr
