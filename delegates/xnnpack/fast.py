@@ -41,18 +41,8 @@ class _Locator(_cache.locator_class()):
     """Numba's on-disk cache for this module, beside the kernels' (see ``kernels.fast._cache``)."""
 
     @classmethod
-    def from_function(cls, py_func, py_file):
-        try:
-            if Path(py_file).resolve() != Path(__file__).resolve():
-                return None
-        except (OSError, ValueError):
-            return None
-        self = cls(py_func, py_file)
-        try:
-            self.ensure_cache_path()
-        except OSError:
-            return None
-        return self
+    def owns(cls, path):
+        return path == Path(__file__).resolve()
 
 
 if _Locator not in _CacheImpl._locator_classes:

@@ -165,12 +165,16 @@ def locator_class():
             return str(self._lineno)
 
         @classmethod
+        def owns(cls, path: Path) -> bool:
+            """Whether functions defined in ``path`` (resolved) are cached here."""
+            return path.is_relative_to(_ROOT / "kernels")
+
+        @classmethod
         def from_function(cls, py_func, py_file):
             try:
-                inside = Path(py_file).resolve().is_relative_to(_ROOT / "kernels")
+                if not cls.owns(Path(py_file).resolve()):
+                    return None
             except (OSError, ValueError):
-                return None
-            if not inside:
                 return None
             self = cls(py_func, py_file)
             try:

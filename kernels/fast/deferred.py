@@ -188,9 +188,10 @@ def materialize() -> None:
 
         _cache.install()
         while _pending:  # in the order they were made: overloads register in source order
-            p = _pending.pop(0)
+            p = _pending[0]
+            _real[id(p)] = p._make()  # (if it raises, it stays pending: a later call retries)
             _made.append(p)  # kept alive: its id is the key
-            _real[id(p)] = p._make()
+            _pending.pop(0)
         _patch_everywhere(_real)
         for name in _NAMES:
             globals().pop(name, None)  # later imports get Numba's own (module __getattr__)

@@ -296,25 +296,23 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                 jj = 0
                 while jj < nb:
                     j = j0 + jj
-                    if mr == 1 and ccs == 1 and nb - jj >= 4 * nr:  # four full panels
+                    if ccs == 1 and ((mr == 1 and nb - jj >= 4 * nr)
+                                     or (mr == MR and nb - jj >= 2 * nr)):
+                        # full panels at once: four for one row, two for a full tile
                         if pbp != 0:
                             b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
                         elif not direct:
                             b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
                         else:
                             b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
-                        _mk1x4(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load, zero)
-                        jj += 4 * nr
-                        continue
-                    if mr == MR and ccs == 1 and nb - jj >= 2 * nr:  # two full panels
-                        if pbp != 0:
-                            b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
-                        elif not direct:
-                            b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
+                        if mr == 1:
+                            _mk1x4(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load,
+                                   zero)
+                            jj += 4 * nr
                         else:
-                            b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
-                        _mk6x2(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load, zero)
-                        jj += 2 * nr
+                            _mk6x2(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load,
+                                   zero)
+                            jj += 2 * nr
                         continue
                     jc = jj  # this panel's column in the block
                     jj += nr

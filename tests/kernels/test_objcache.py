@@ -182,3 +182,29 @@ def test_the_object_cache_can_be_turned_off(conj_object, monkeypatch):
     assert objcache.load(fn) is not None
     monkeypatch.setenv("PYRUNTIME_OBJECT_CACHE", "0")
     assert objcache.load(fn) is None
+
+
+def test_the_cpu_key_and_c_helpers_are_numbas_without_importing_it():
+    """The object cache's CPU key (triple, CPU name, features) is what Numba's own JIT
+    compiles for, read without importing Numba; Numba's C helper modules it loads for
+    linking are the very ones Numba uses once it is imported, and Numba still compiles."""
+    child = (
+        "import json, sys\n"
+        "from kernels.fast import objcache\n"
+        "magic = objcache._magic()\n"
+        "objcache._setup()\n"
+        "before = 'numba' in sys.modules\n"
+        "helper = sys.modules['numba._helperlib']\n"
+        "import numba\n"
+        "from numba import _helperlib\n"
+        "from numba.core.codegen import JITCPUCodegen\n"
+        "f = numba.njit(lambda x: x * 2 + 1)\n"
+        "print(json.dumps({'before': before, 'same': _helperlib is helper, 'ran': f(20),\n"
+        "                  'magic': list(magic) == list(JITCPUCodegen('k').magic_tuple())}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env["PYTHONPATH"] = str(REPO)
+    p = subprocess.run([sys.executable, "-c", child], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"before": False, "same": True, "ran": 41, "magic": True}
