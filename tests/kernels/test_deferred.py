@@ -105,13 +105,14 @@ def test_kernel_modules_import_without_numba_and_materialize_completely():
 
 
 def test_no_kernel_module_imports_numba_at_module_level():
-    """Kernel files take Numba's names from kernels.fast.deferred (imports inside a function,
-    run only on Numba's path, are fine): one top-level `from numba import` would make every
-    fast-tier load pay for Numba again."""
+    """Kernel files (and the delegates' and runtime's compiled code) take Numba's names from
+    kernels.fast.deferred (imports inside a function, run only on Numba's path, are fine):
+    one top-level `from numba import` would make every fast-tier load pay for Numba again."""
     import re
 
     offenders = []
-    for path in sorted((REPO / "kernels").rglob("*.py")):
+    for path in sorted(p for d in ("kernels", "delegates", "pyruntime")
+                       for p in (REPO / d).rglob("*.py")):
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if re.match(r"(from numba\b|import numba\b)", line):
                 offenders.append(f"{path.relative_to(REPO)}:{n}: {line}")
