@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.fast import register_fast
-from kernels.fast.conv import _conv, _cols_range, transposed_et
+from kernels.fast.conv import _conv, _cols_range
 from kernels.fast.conv import _scratch as _conv_scratch
 from kernels.fast.conv import scratch_elems as conv_scratch_elems
 from kernels.fast.deferred import carray, njit, overload, types
@@ -17,6 +17,43 @@ from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64
 
 
 # ---- convolution -------------------------------------------------------------------
+
+@njit
+def transposed_et(X, Wt, Y, g3):
+    """Transposed convolution in ExecuTorch's loop order (op_convolution.cpp), over the
+    geometry of ``generic.conv._geom`` (3 spatial dims, leading ones of size 1): ``Y`` already holds
+    the bias (or zeros); per output channel, every input position in row-major order, every
+    input channel of its group and every kernel tap adds x * w where it lands inside Y."""
+    N, C, O, g = g3[0], g3[1], g3[2], g3[3]
+    a0, a1, a2, b0, b1, b2 = g3[4], g3[5], g3[6], g3[7], g3[8], g3[9]
+    k0, k1, k2, s0, s1, s2 = g3[10], g3[11], g3[12], g3[13], g3[14], g3[15]
+    p0, p1, p2, d0, d1, d2 = g3[16], g3[17], g3[18], g3[19], g3[20], g3[21]
+    cg, og, LA, LB, K = C // g, O // g, a0 * a1 * a2, b0 * b1 * b2, k0 * k1 * k2
+    for n in range(N):
+        for gi in range(g):
+            for oc in range(og):
+                yb = (n * O + gi * og + oc) * LB
+                for i0 in range(a0):
+                    for i1 in range(a1):
+                        for i2 in range(a2):
+                            for ic in range(cg):
+                                c = gi * cg + ic
+                                xv = X[(n * C + c) * LA + (i0 * a1 + i1) * a2 + i2]
+                                wb = (c * og + oc) * K
+                                for q0 in range(k0):
+                                    o0 = s0 * i0 + d0 * q0 - p0
+                                    if o0 < 0 or o0 >= b0:
+                                        continue
+                                    for q1 in range(k1):
+                                        o1 = s1 * i1 + d1 * q1 - p1
+                                        if o1 < 0 or o1 >= b1:
+                                            continue
+                                        for q2 in range(k2):
+                                            o2 = s2 * i2 + d2 * q2 - p2
+                                            if 0 <= o2 < b2:
+                                                Y[yb + (o0 * b1 + o1) * b2 + o2] += \
+                                                    xv * Wt[wb + (q0 * k1 + q1) * k2 + q2]
+
 
 # block: mode (0 forward, 1 backward), gemm, x, w, bias (forward) or grad_output
 # (backward), out0, out1, out2, stride[3], padding[3], dilation[3], output_padding[3],
