@@ -162,7 +162,9 @@ def _mk(mr, pa, pb, ldb, pc, ldc, kc, load, zero):
 
 @njit
 def pack_rows(P, X, rs, cs, m, k, zero):
-    """P[ip][t][r] = X[(ip*MR + r)*rs + t*cs] (rows past m: 0); P, X pointers."""
+    """P[ip][t][r] = X[(ip*MR + r)*rs + t*cs]; P, X pointers. A last panel's rows past m are
+    left unwritten: a micro-kernel reads only the rows of its tile (a one-row product
+    would otherwise write five zeros per element it packs)."""
     for i0 in range(0, m, MR):
         base = i0 * k
         rows = min(MR, m - i0)
@@ -170,8 +172,6 @@ def pack_rows(P, X, rs, cs, m, k, zero):
             d = base + t * MR
             for r in range(rows):
                 P[d + r] = X[(i0 + r) * rs + t * cs]
-            for r in range(rows, MR):
-                P[d + r] = zero
 
 
 @njit
