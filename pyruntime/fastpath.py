@@ -111,18 +111,29 @@ class FastPlan:
             if r is not None:
                 self.fusions.append((pc, r, members))
         self.runs = {}  # first pc -> (its block, the run's pcs): ``fusion.find_runs``
+        self._fuse_runs()
+        self.set_fused(True)
+        if self.pending or self._also_compile:
+            self._request()
+
+    def _fuse_runs(self):
+        """(Re)make the runs of fixed-shape binary ops (``fusion.find_runs``) from the calls
+        bound now (``poll`` binds more); a run kernel not compiled yet is asked for in the
+        background and the ops run one by one until it arrives."""
+        was = self.set_fused(False)
+        self.fusions = [f for f in self.fusions if f[0] not in self.runs]
+        self.runs = {}
         taken = {p for pc, _, members in self.fusions for p in [pc] + members}
         for pc, members in fusion.find_runs(self, taken):
             try:
                 r = fusion.bind_run(self, pc, members)
-            except KernelNotReady as e:  # compiled in the background, for the next load
-                self._also_compile.append(e.fn)
+            except KernelNotReady as e:
+                if e.fn not in self._also_compile:
+                    self._also_compile.append(e.fn)
                 break
             self.fusions.append((pc, r, members))
             self.runs[pc] = (r[1], [pc] + members)
-        self.set_fused(True)
-        if self.pending or self._also_compile:
-            self._request()
+        self.set_fused(was)
 
     def set_fused(self, on: bool) -> bool:
         """Run the fused groups as one kernel each (True), or instruction by instruction
@@ -195,13 +206,20 @@ class FastPlan:
                 if detached_gave_up((fn.__module__, fn.__name__)):
                     compile_now(fn)  # the background compile failed: here, errors and all
                     ready[fn] = True
-            for pc, fn in list(self.pending.items()):
-                if ready[fn]:
-                    self._compile(pc)
+            bound = [pc for pc, fn in list(self.pending.items()) if ready[fn]]
+            for pc in bound:
+                self._compile(pc)
+            arrived = [fn for fn in self._also_compile if is_ready(fn)]
+            for fn in [f for f in self._also_compile if f not in arrived]:
+                if detached_gave_up((fn.__module__, fn.__name__)):
+                    self._also_compile.remove(fn)  # an optimisation only: do without
+            if bound or arrived:
+                self._also_compile = [f for f in self._also_compile if f not in arrived]
+                self._fuse_runs()  # newly bound ops may make runs, a run kernel may be here
             if not self.pending or time.monotonic() >= deadline:
                 break
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-        if self.pending:
+        if self.pending or self._also_compile:
             self._request()  # a kernel another binder asked for once the first was ready
         self._next_poll = time.monotonic() + 1.0
         return len(self.pending)
@@ -495,7 +513,7 @@ class FastPlan:
 
     # ---- run ------------------------------------------------------------------------
     def run(self) -> None:
-        if self.pending and time.monotonic() >= self._next_poll:
+        if (self.pending or self._also_compile) and time.monotonic() >= self._next_poll:
             self.poll()
         status = self.loop.run(self._callback, self.m.max_instructions)
         if status == 0:

@@ -162,3 +162,39 @@ def test_a_failing_op_in_a_run_is_named():
     block[F_DT] = 99  # not a dtype the kernel has: NOT_SUPPORTED
     with pytest.raises(pyruntime.ExecuTorchError, match="instruction 7 "):
         m.execute([np.array([1.0], np.float32)])
+
+
+def test_runs_form_once_their_kernels_arrive(tmp_path):
+    """A fresh cache, background compile mode: chain400 first runs on the reference kernels;
+    once the background compile has bound its ops, the run kernel is asked for in turn and
+    the ops become one call in the same process, bit for bit as before."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    child = r"""
+import json, sys, time
+import numpy as np, pyruntime
+m = pyruntime.Runtime.get().load_program(sys.argv[1]).load_method("forward")
+first = {"runs": len(m._fast.runs), "pending": m.pending_kernels}
+assert m.wait_compiled(600)
+x = np.array([0.3], np.float32)
+t0 = time.time()
+while m._fast._also_compile and time.time() - t0 < 600:
+    time.sleep(1.1)
+    m.execute([x])  # an execute polls for arrived kernels at most once a second
+ref = pyruntime.Runtime.get().load_program(sys.argv[1]).load_method("forward", tier="reference")
+print(json.dumps({"first": first, "runs": {str(k): len(v[1]) for k, v in m._fast.runs.items()},
+                  "equal": m.execute([x])[0].tobytes() == ref.execute([x])[0].tobytes()}))
+"""
+    pte, _ = small_program("chain400")
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo), "PYRUNTIME_CACHE": str(tmp_path),
+           "PYRUNTIME_COMPILE": "background", "PYRUNTIME_PROGRESS": "0"}
+    p = subprocess.run([sys.executable, "-c", child, str(pte)], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=1500)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got == {"first": {"runs": 0, "pending": 400}, "runs": {"0": 400}, "equal": True}
