@@ -550,7 +550,7 @@ class FastPlan:
         """A compiled kernel failed: rerun it on the reference kernel for a precise error."""
         if pc in self.runs and self.fused:  # the op of the run that failed
             block, pcs = self.runs[pc]
-            failed = int(np.frombuffer((ctypes.c_int64 * 2).from_address(block), np.int64)[1])
+            failed = (ctypes.c_int64 * 2).from_address(block)[1]
             pc = pcs[failed] if 0 <= failed < len(pcs) else pc
         c, n, ins = self.flat[pc]
         name, src_pc = ins[5], ins[6]
