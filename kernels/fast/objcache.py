@@ -55,26 +55,23 @@ def enabled() -> bool:
 
 def _magic() -> tuple:
     """What Numba's JIT compiles for here (``CPUCodegen.magic_tuple``): the process's
-    triple, the CPU's name and LLVM's feature string, read as Numba reads them but
-    without importing it, unless a Numba setting could change them (then from Numba)."""
+    triple, the CPU's name and LLVM's feature string, read as Numba's config reads them
+    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES``, ``NUMBA_ENABLE_AVX``) but without
+    importing it; from Numba itself when a ``.numba_config.yaml`` may set them or a
+    variable does not parse."""
     m = _state.get("magic")
     if m is None:
         import llvmlite.binding as llvm
 
-        name = llvm.get_host_cpu_name()
-        if _numba_configured() or name in _NO_AVX_CPUS or not _os_avx():
+        target = None if os.path.isfile(".numba_config.yaml") else _target_from_env(llvm)
+        if target is None:
             from numba.core import config
             from numba.core.codegen import get_host_cpu_features
 
-            name = config.CPU_NAME or name
-            feats = config.CPU_FEATURES if config.CPU_FEATURES is not None \
-                else get_host_cpu_features()
-        else:
-            try:
-                feats = llvm.get_host_cpu_features().flatten()
-            except RuntimeError:
-                feats = ""
-        m = _state["magic"] = (llvm.get_process_triple(), name, feats)
+            target = (config.CPU_NAME or llvm.get_host_cpu_name(),
+                      config.CPU_FEATURES if config.CPU_FEATURES is not None
+                      else get_host_cpu_features())
+        m = _state["magic"] = (llvm.get_process_triple(),) + tuple(target)
     return m
 
 
@@ -82,10 +79,30 @@ def _magic() -> tuple:
 _NO_AVX_CPUS = frozenset({"corei7-avx", "core-avx-i", "sandybridge", "ivybridge", "nocona"})
 
 
-def _numba_configured() -> bool:
-    """Whether a ``NUMBA_*`` variable or a ``.numba_config.yaml`` may set Numba's target."""
-    return any(k.startswith("NUMBA_") for k in os.environ) \
-        or os.path.isfile(".numba_config.yaml")
+def _target_from_env(llvm):
+    """(CPU name, features) as Numba's config and ``get_host_cpu_features`` give them, or
+    None when a variable does not parse (Numba's own reading then decides)."""
+    env = os.environ
+    cpu = env.get("NUMBA_CPU_NAME")
+    name = cpu or llvm.get_host_cpu_name()
+    if "NUMBA_CPU_FEATURES" in env:
+        return name, env["NUMBA_CPU_FEATURES"]
+    if str(cpu).lower() == "generic":
+        return name, ""
+    try:
+        avx = int(env["NUMBA_ENABLE_AVX"]) if "NUMBA_ENABLE_AVX" in env \
+            else _os_avx() and name not in _NO_AVX_CPUS
+    except ValueError:
+        return None
+    try:
+        feats = llvm.get_host_cpu_features()
+    except RuntimeError:
+        return name, ""
+    if not avx:
+        for k in feats:
+            if k.startswith("avx"):
+                feats[k] = False
+    return name, feats.flatten()
 
 
 def _os_avx() -> bool:

@@ -184,10 +184,15 @@ def test_the_object_cache_can_be_turned_off(conj_object, monkeypatch):
     assert objcache.load(fn) is None
 
 
-def test_the_cpu_key_and_c_helpers_are_numbas_without_importing_it():
+@pytest.mark.parametrize("numba_env", [{}, {"NUMBA_CPU_NAME": "haswell"},
+                                       {"NUMBA_CPU_NAME": "generic"}, {"NUMBA_ENABLE_AVX": "0"},
+                                       {"NUMBA_CPU_NAME": "haswell",
+                                        "NUMBA_CPU_FEATURES": "+avx,+avx2,+fma"}])
+def test_the_cpu_key_and_c_helpers_are_numbas_without_importing_it(numba_env):
     """The object cache's CPU key (triple, CPU name, features) is what Numba's own JIT
-    compiles for, read without importing Numba; Numba's C helper modules it loads for
-    linking are the very ones Numba uses once it is imported, and Numba still compiles."""
+    compiles for, Numba's settings included, read without importing Numba; Numba's C helper
+    modules it loads for linking are the very ones Numba uses once it is imported, and
+    Numba still compiles."""
     child = (
         "import json, sys\n"
         "from kernels.fast import objcache\n"
@@ -202,7 +207,7 @@ def test_the_cpu_key_and_c_helpers_are_numbas_without_importing_it():
         "print(json.dumps({'before': before, 'same': _helperlib is helper, 'ran': f(20),\n"
         "                  'magic': list(magic) == list(JITCPUCodegen('k').magic_tuple())}))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
-    env["PYTHONPATH"] = str(REPO)
+    env.update(numba_env, PYTHONPATH=str(REPO))
     p = subprocess.run([sys.executable, "-c", child], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr
