@@ -3,12 +3,9 @@ Numba (only a program using a libm op compiles its ufuncs), and the fast tier wi
 kernels cached links them without Numba's compiler (tests/kernels/test_objcache.py)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.child import run_json
 from tests.programs.small_programs import small_program
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,11 +23,7 @@ print(json.dumps({"numba": "numba" in sys.modules, "out": out.tolist()}))
 
 def test_the_reference_tier_does_not_import_numba():
     pte, _ = small_program("linear_relu")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(pte)], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout.strip().splitlines()[-1])
+    got = run_json(_CHILD, pte, timeout=300)
     assert got["numba"] is False
     assert len(got["out"]) == 2 and min(min(r) for r in got["out"]) >= 0  # the relu ran
 
@@ -50,13 +43,9 @@ def test_the_fast_tier_with_cached_kernels_does_not_import_numba():
     """Every kernel linked from the object cache: the kernel modules' Numba objects stay
     placeholders (kernels.fast.deferred), even with the compile notice on (a terminal)."""
     pte, _ = small_program("linear_relu")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_PROGRESS": "1"}
-
     def child(**extra):
-        p = subprocess.run([sys.executable, "-c", _FAST_CHILD, str(pte)], cwd=REPO,
-                           env={**env, **extra}, capture_output=True, text=True, timeout=1800)
-        assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return run_json(_FAST_CHILD, pte, env={"PYRUNTIME_PROGRESS": "1", **extra},
+                        timeout=1800)
 
     warm = child(PYRUNTIME_COMPILE="sync")  # compiles what the caches lack
     got = child()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import pyruntime
+from tests.child import run_json
 from tests.programs.small_programs import small_program
 
 REPO = Path(__file__).resolve().parents[1]
@@ -196,12 +197,9 @@ def test_a_failed_background_compile_compiles_in_the_process(tmp_path):
     """If the background process exits without the kernels (a full disk, a read-only
     cache, killed), the method does not wait forever: it compiles them itself."""
     pte, _ = small_program("linear_relu")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(tmp_path),
-           "PYRUNTIME_COMPILE": "background", "PYRUNTIME_PROGRESS": "0"}
-    out = subprocess.run([sys.executable, "-c", _GAVE_UP, str(pte)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=1200)
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = run_json(_GAVE_UP, pte, timeout=1200,
+                   env={"PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_COMPILE": "background",
+                        "PYRUNTIME_PROGRESS": "0"})
     assert got == {"pending": 2, "ok": True, "left": 0, "compiled": 2}
 
 

@@ -3,10 +3,9 @@ modules an op needs, and gets exactly the binders a full import gives."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.child import run_json
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,11 +33,7 @@ print(json.dumps(out))
 
 
 def _child(cache):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(cache)}
-    out = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json(_CHILD, env={"PYRUNTIME_CACHE": str(cache)})
 
 
 def test_an_op_gets_the_binders_of_a_full_import_from_its_modules_alone(tmp_path):
@@ -62,10 +57,6 @@ def test_a_process_binding_one_family_imports_few_kernel_modules(tmp_path):
     code = ("import json, sys\nimport kernels.fast as fast\n"
             "fast.get_binder('aten::convolution.out')\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kernels.fast.'))))")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    mods = json.loads(out.stdout.strip().splitlines()[-1])
+    mods = run_json(code, env={"PYRUNTIME_CACHE": str(tmp_path)})
     assert "kernels.fast.conv" in mods and "kernels.fast.generic.conv" in mods
     assert "kernels.fast.quantized" not in mods and "kernels.fast.llm" not in mods

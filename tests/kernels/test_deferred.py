@@ -3,11 +3,9 @@ needed every placeholder is replaced by Numba's own object wherever compiled cod
 binder could find it."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.child import run_json
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,11 +88,7 @@ print(json.dumps(report))
 
 
 def test_kernel_modules_import_without_numba_and_materialize_completely():
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True,
-                       text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout.strip().splitlines()[-1])
+    got = run_json(_CHILD)
     assert got["numba_after_import"] is False
     assert got["placeholder_types"] == ["_Function", "_Placeholder"]
     assert got["called"] == 3 * 2 + 1 + 10  # the overload registered, the closure patched

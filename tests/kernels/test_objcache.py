@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kernels.fast import jit, objcache
+from tests.child import run_json
 from tests.programs.small_programs import small_program
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,11 +40,7 @@ print(json.dumps({
 
 
 def _child(pte, **env):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_COMPILE": "sync", **env}
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(pte)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json(_CHILD, pte, env={"PYRUNTIME_COMPILE": "sync", **env}, timeout=1800)
 
 
 def test_a_new_process_links_its_kernels_from_objects_bit_for_bit():
@@ -206,10 +200,6 @@ def test_the_cpu_key_and_c_helpers_are_numbas_without_importing_it(numba_env):
         "f = numba.njit(lambda x: x * 2 + 1)\n"
         "print(json.dumps({'before': before, 'same': _helperlib is helper, 'ran': f(20),\n"
         "                  'magic': list(magic) == list(JITCPUCodegen('k').magic_tuple())}))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
-    env.update(numba_env, PYTHONPATH=str(REPO))
-    p = subprocess.run([sys.executable, "-c", child], cwd=REPO, env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout.strip().splitlines()[-1])
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    got = run_json(child, base=base, env=numba_env, timeout=300)
     assert got == {"before": False, "same": True, "ran": 41, "magic": True}

@@ -168,11 +168,7 @@ def test_runs_form_once_their_kernels_arrive(tmp_path):
     """A fresh cache, background compile mode: chain400 first runs on the reference kernels;
     once the background compile has bound its ops, the run kernel is asked for in turn and
     the ops become one call in the same process, bit for bit as before."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.child import run_json
 
     child = r"""
 import json, sys, time
@@ -190,11 +186,7 @@ print(json.dumps({"first": first, "runs": {str(k): len(v[1]) for k, v in m._fast
                   "equal": m.execute([x])[0].tobytes() == ref.execute([x])[0].tobytes()}))
 """
     pte, _ = small_program("chain400")
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(repo), "PYRUNTIME_CACHE": str(tmp_path),
-           "PYRUNTIME_COMPILE": "background", "PYRUNTIME_PROGRESS": "0"}
-    p = subprocess.run([sys.executable, "-c", child, str(pte)], cwd=repo, env=env,
-                       capture_output=True, text=True, timeout=1500)
-    assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout.strip().splitlines()[-1])
+    got = run_json(child, pte, timeout=1500,
+                   env={"PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_COMPILE": "background",
+                        "PYRUNTIME_PROGRESS": "0"})
     assert got == {"first": {"runs": 0, "pending": 400}, "runs": {"0": 400}, "equal": True}
