@@ -222,10 +222,12 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
         c0, c1 = L * part // npart, L * (part + 1) // npart
     if p0 >= p1 or c0 >= c1 or r0 >= r1:
         return OK
+    # this part's output channels of each plane range [p0, p1): all, or its rows
+    q0, q1 = (r0, r1) if byrow else (0, O)
     of = ptr_like(o[0], zero)
     if Cg == 1 or x[3] == 0:
         for p in range(p0, p1):
-            if not byrow or r0 <= p % O < r1:
+            if q0 <= p % O < q1:
                 for i in range(p * L + c0, p * L + c1):
                     of[i] = zero
     # a fused epilogue (``bind_fused``): per channel once its values are done
@@ -254,16 +256,15 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
                        dw, OH, OW, zero, item, ep, flags, c0, c1, r0, r1)
     elif flags:
         for p in range(p0, p1):
-            if not byrow or r0 <= p % O < r1:
+            if q0 <= p % O < q1:
                 _epilogue(of, p * L + c0, c1 - c0, p % O, O, ep, flags)
     if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
         bf = ptr_like(desc(block[B_BIAS])[0], zero)
         for p in range(p0, p1):
-            if byrow and (p % O < r0 or p % O >= r1):
-                continue
-            v = bf[p % O]
-            for i in range(p * L + c0, p * L + c1):
-                of[i] += v
+            if q0 <= p % O < q1:
+                v = bf[p % O]
+                for i in range(p * L + c0, p * L + c1):
+                    of[i] += v
     return OK
 
 
