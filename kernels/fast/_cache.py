@@ -11,6 +11,7 @@ tree would). The cache lives in ``$PYRUNTIME_CACHE`` (default
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -86,21 +87,19 @@ def _scan_imports(path: Path) -> set:
 
 
 _KEYS: dict = {}
-_NUMBA_VERSION: list = []
 
 
+@functools.cache
 def numba_version() -> str:
     """Numba's version, without importing it (its import is what a cached load avoids)."""
-    if not _NUMBA_VERSION:
-        from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version
 
-        try:
-            _NUMBA_VERSION.append(version("numba"))
-        except PackageNotFoundError:  # a source checkout on sys.path
-            import numba
+    try:
+        return version("numba")
+    except PackageNotFoundError:  # a source checkout on sys.path
+        import numba
 
-            _NUMBA_VERSION.append(numba.__version__)
-    return _NUMBA_VERSION[0]
+        return numba.__version__
 
 
 def source_key(path: Path) -> str:
@@ -124,9 +123,6 @@ def source_key(path: Path) -> str:
     return key
 
 
-_LOCATOR: list = []
-
-
 def install() -> None:
     """Make Numba look up kernels/ functions with ``KernelCacheLocator`` first (imports
     Numba: ``kernels.fast.deferred.materialize`` calls it)."""
@@ -138,11 +134,10 @@ def install() -> None:
         sys.meta_path.insert(0, _ArraymathWithoutScipy())
 
 
+@functools.cache
 def locator_class():
     """``KernelCacheLocator``, Numba's cache locator for functions defined in ``kernels/``
     (the class is made on first use: it subclasses one of Numba's)."""
-    if _LOCATOR:
-        return _LOCATOR[0]
     from numba.core.caching import _CacheLocator
 
     class KernelCacheLocator(_CacheLocator):
@@ -183,7 +178,6 @@ def locator_class():
                 return None
             return self
 
-    _LOCATOR.append(KernelCacheLocator)
     return KernelCacheLocator
 
 

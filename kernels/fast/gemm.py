@@ -161,7 +161,7 @@ def _mk(mr, pa, pb, ldb, pc, ldc, kc, load, zero):
 # ---- packing -------------------------------------------------------------------------------
 
 @njit
-def pack_rows(P, X, rs, cs, m, k, zero):
+def pack_rows(P, X, rs, cs, m, k):
     """P[ip][t][r] = X[(ip*MR + r)*rs + t*cs]; P, X pointers. A last panel's rows past m are
     left unwritten: a micro-kernel reads only the rows of its tile (a one-row product
     would otherwise write five zeros per element it packs)."""
@@ -268,7 +268,7 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
     P = ptr_like(ps, zero)
     off = 0
     if pap == 0:
-        pack_rows(P, ptr_like(pa, zero), ars, acs, m, k, zero)
+        pack_rows(P, ptr_like(pa, zero), ars, acs, m, k)
         pap = ps
         off = -(-m // MR) * MR * k
     pbb = ps + off * item  # packed B: one block, or the partial last panel
