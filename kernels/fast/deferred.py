@@ -143,7 +143,7 @@ def vectorize(*args, **kwargs):
     return _numba("numba.vectorize")(*args, **kwargs)
 
 
-def __getattr__(name):  # carray, types, cgutils, float32...: Numba's own, or placeholders
+def __getattr__(name):  # carray, types, cgutils: Numba's own, or placeholders
     path = _NAMES.get(name)
     if path is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -155,8 +155,7 @@ def __getattr__(name):  # carray, types, cgutils, float32...: Numba's own, or pl
 
 
 _NAMES = {"carray": "numba.carray", "types": "numba.core.types",
-          "cgutils": "numba.core.cgutils", "float32": "numba.float32",
-          "float64": "numba.float64", "int64": "numba.int64"}
+          "cgutils": "numba.core.cgutils"}
 
 
 def when_loaded(fn):
