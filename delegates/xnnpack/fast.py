@@ -21,7 +21,6 @@ from XNNPACK's int32, read-only outputs.
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
@@ -30,26 +29,8 @@ from cython_ext.errors import ErrorCode
 from cython_ext.tensor import ETensor
 from delegates.xnnpack.blob import BACKEND
 from delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS
-from kernels.fast import _cache, deferred
 from kernels.fast.deferred import carray, intrinsic, njit, types
 from kernels.fast.nb import desc, lazy, ptr_like, resize_to
-
-
-def _register_locator():
-    """Numba's on-disk cache for this module, beside the kernels' (``kernels.fast._cache``),
-    once Numba is imported (a process linking the kernel from the object cache never is)."""
-    from numba.core.caching import CacheImpl
-
-    class _Locator(_cache.locator_class()):
-        @classmethod
-        def owns(cls, path):
-            return path == Path(__file__).resolve()
-
-    if not any(getattr(c, "__module__", None) == __name__ for c in CacheImpl._locator_classes):
-        CacheImpl._locator_classes.insert(0, _Locator)
-
-
-deferred.when_loaded(_register_locator)
 
 # ---- state array layout (int64 words) ------------------------------------------------
 W_LEN, W_TOKEN, W_INVOKE, W_SETUP, W_RESHAPE_EXT, W_RESHAPE_RT, W_SHAPE = range(7)

@@ -29,6 +29,7 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|
 # Project files that hold no code a kernel compiles (the binder registry, the argument
 # block builder, this locator): followed for their imports, left out of the hash, so
 # editing them recompiles nothing. Keep it so: a jitted helper belongs in another file.
+_CACHED_DIRS = ("kernels", "delegates")  # whose compiled functions are cached here
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/context.py", "kernels/fast/jit.py",
                            "kernels/fast/objcache.py", "kernels/fast/binder_index.py",
@@ -124,7 +125,8 @@ def source_key(path: Path) -> str:
 
 
 def install() -> None:
-    """Make Numba look up kernels/ functions with ``KernelCacheLocator`` first (imports
+    """Make Numba look up kernels/ and delegates/ functions with ``KernelCacheLocator``
+    first (imports
     Numba: ``kernels.fast.deferred.materialize`` calls it)."""
     from numba.core.caching import CacheImpl
 
@@ -137,11 +139,12 @@ def install() -> None:
 @functools.cache
 def locator_class():
     """``KernelCacheLocator``, Numba's cache locator for functions defined in ``kernels/``
-    (the class is made on first use: it subclasses one of Numba's)."""
+    and ``delegates/`` (the class is made on first use: it subclasses one of Numba's)."""
     from numba.core.caching import _CacheLocator
 
     class KernelCacheLocator(_CacheLocator):
-        """Numba cache locator for functions defined in ``kernels/`` (see the module doc)."""
+        """Numba cache locator for functions defined in ``kernels/`` and ``delegates/`` (see
+        the module doc)."""
 
         def __init__(self, py_func, py_file):
             self._lineno = py_func.__code__.co_firstlineno
@@ -160,14 +163,10 @@ def locator_class():
             return str(self._lineno)
 
         @classmethod
-        def owns(cls, path: Path) -> bool:
-            """Whether functions defined in ``path`` (resolved) are cached here."""
-            return path.is_relative_to(_ROOT / "kernels")
-
-        @classmethod
         def from_function(cls, py_func, py_file):
-            try:
-                if not cls.owns(Path(py_file).resolve()):
+            try:  # kernels/ and the delegates' compiled entries (as objcache.path_for)
+                src = Path(py_file).resolve()
+                if not any(src.is_relative_to(_ROOT / d) for d in _CACHED_DIRS):
                     return None
             except (OSError, ValueError):
                 return None

@@ -125,12 +125,12 @@ def _os_avx() -> bool:
 
 def path_for(py_fn, magic: tuple | None = None) -> Path | None:
     """Where the object of the kernel body ``py_fn`` lives (None: not a project kernel)."""
-    from kernels.fast._cache import _ROOT, cache_root, source_key
+    from kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_root, source_key
 
     try:
         src = Path(py_fn.__code__.co_filename).resolve()
         # kernels/ and the delegates' compiled entries: Numba caches them by this key too
-        if not (src.is_relative_to(_ROOT / "kernels") or src.is_relative_to(_ROOT / "delegates")):
+        if not any(src.is_relative_to(_ROOT / d) for d in _CACHED_DIRS):
             return None
     except (AttributeError, OSError, ValueError):
         return None
