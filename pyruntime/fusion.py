@@ -16,10 +16,11 @@ A group is fused only when nothing can tell the difference:
 * the instructions are adjacent in one chain and no jump lands between them;
 * each intermediate (the convolution's out; the batch norm's three outs) is
   read by the next instruction of the group only, and is no method output;
-* every tensor involved has data at load; where the final out overlaps the
-  convolution's input (the plan may reuse its memory: the input is dead by then,
-  but the kernel reads it while writing), the kernel writes the convolution's own
-  out and moves the result (a copy pass instead of two);
+* every tensor involved has data at load; where the final out overlaps a tensor
+  the convolution reads (the plan may reuse the memory of its input, or of a weight
+  computed at run time such as a dequantized one: each is dead by then, but the
+  kernel reads it while writing, on every part of a split call), the kernel writes
+  the convolution's own out and moves the result (a copy pass instead of two);
 * the bias and the batch norm's tensors are constants (read at load), and each
   instruction of the group also compiled on its own.
 
@@ -146,9 +147,14 @@ def bind_group(plan, pc, members, out):
             act = ("clamp", values[args[1]], values[args[2]])
             if not bounds_ok(act[1], act[2]):
                 return None
-    x, conv_out, final = conv[0], values[plan.flat[pc][2][2][9]], values[out]
+    conv_out, final = values[plan.flat[pc][2][2][9]], values[out]
+    # the planner may give the final out the memory of any tensor the convolution reads
+    # (each is dead once it is done): a weight computed at run time (a dequantized one)
+    # as well as the input. Written directly, one part's results would overwrite what
+    # another part (or a later chunk) still reads.
+    reads = [t for t in conv[:3] if isinstance(t, ETensor)]
     return bind_fused(plan.ctx, conv, bn, act, final,
-                      conv_out if _overlap(final, x) else None)
+                      conv_out if any(_overlap(final, t) for t in reads) else None)
 
 
 MIN_RUN = 2  # ops in a run worth one call

@@ -435,9 +435,9 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
     per-channel constants are read here, so the bias and the batch norm's tensors must be
     constants. The values are bit for bit the unfused ones: the same
     float operations on each element, in the same order (``_epilogue``). With
-    ``conv_out`` (when ``out`` overlaps the input, which is read while results are
-    written), the kernel writes there and then moves the result to ``out``. None if not
-    fusable."""
+    ``conv_out`` (when ``out`` overlaps the input or the weight, which are read while
+    results are written), the kernel writes there and then moves the result to ``out``.
+    None if not fusable."""
     input, weight, bias, stride, padding, dilation, transposed, _, groups = conv
     if conv_out is not None and (conv_out.dtype != out.dtype or conv_out.shape != out.shape
                                  or not out.is_contiguous()):

@@ -179,6 +179,12 @@ SPECS: dict[str, Spec] = {
     "whisper": Spec("1", _m("make_whisper"), _whisper_calls,
                     edge_exceptions=("unfold", "view_as_real"),
                     notes="log-mel (STFT) + encoder + one decoder step per call, KV cache"),
+    "quant_cnn_bn": Spec(
+        "1", _m("make_quant_cnn_bn"),
+        lambda: [[_randn(1020, 1, 3, 32, 32)], [_randn(1021, 1, 3, 32, 32)]],
+        lower="to_edge", quantized=True,
+        notes="int8 PT2E, 3 conv+BN+ReLU+max-pool stages: dequantized weights in planned memory",
+    ),
     "quant_mobilenet_v2": Spec(
         "1", _m("make_quant_mobilenet_v2"),
         lambda: [[_randn(1010, 1, 3, 96, 96)], [_randn(1011, 1, 3, 96, 96)]],

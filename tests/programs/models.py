@@ -492,6 +492,35 @@ def make_quant_cnn() -> tuple[nn.Module, nn.Module]:
                                 [(quant_cnn_input(seed),) for seed in range(100, 116)])
 
 
+class QuantCNNBN(nn.Module):
+    """Three conv + BatchNorm + ReLU + max-pool stages, global average pool, a linear layer:
+    after int8 PT2E the batch norms fold into the convolutions, whose weights are
+    dequantized on every run into planned memory that a later tensor may reuse (the shape
+    of program that found the fused-convolution race of issue 28)."""
+
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        chans = (3, 16, 32, 64)
+        self.convs = nn.ModuleList(nn.Conv2d(a, b, 3, padding=1) for a, b in zip(chans, chans[1:]))
+        self.bns = nn.ModuleList(nn.BatchNorm2d(b) for b in chans[1:])
+        self.fc = nn.Linear(chans[-1], num_classes)
+
+    def forward(self, x):
+        for conv, bn in zip(self.convs, self.bns):
+            x = F.max_pool2d(F.relu(bn(conv(x))), 2)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def make_quant_cnn_bn() -> nn.Module:
+    torch.manual_seed(13)
+    model = QuantCNNBN().eval()
+    for bn in model.bns:  # non-trivial running statistics, so the fold changes the weights
+        bn.running_mean.normal_(0, 0.1)
+        bn.running_var.uniform_(0.5, 1.5)
+    return quantize_int8(model, (quant_cnn_input(0),),
+                         [(quant_cnn_input(seed),) for seed in range(120, 128)])
+
+
 def make_quant_mobilenet_v2(resolution: int = 96) -> nn.Module:
     """MobileNetV2 (the float fixture's weights at ``resolution``) after int8 PT2E: lowered
     with ``to_edge`` it runs dequantize -> float conv/addmm -> quantize on portable kernels,

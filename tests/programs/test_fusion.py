@@ -52,6 +52,30 @@ def test_groups_fused_where_nothing_can_tell(fusion_program):
     assert moves[6] and not moves[0]
 
 
+def test_a_final_out_over_a_run_time_weight_is_written_through_a_move():
+    """int8 PT2E dequantizes each convolution's weight on every run into planned memory,
+    which the plan may give to the group's final out (the weight is dead after the
+    convolution). Written directly, the fused kernel would overwrite weight values that
+    another part, or a later column chunk, still reads (issue 28's race): a group whose
+    final out overlaps any tensor the convolution reads writes the conv's own out and
+    moves the result."""
+    from cython_ext.tensor import ETensor
+    from pyruntime.fusion import _overlap
+
+    prog = pyruntime.Runtime.get().load_program(get_fixture("quant_cnn_bn").pte_path)
+    for threads in (1, 3):
+        fp = prog.load_method("forward", threads=threads)._fast
+        values, over_weight_only = fp.m.values, 0
+        for pc, r, members in fp.fusions:
+            args = fp.flat[pc][2][2]
+            final = values[fp.flat[members[-1]][2][2][-1]]
+            reads = [values[j] for j in args[:3] if isinstance(values[j], ETensor)]
+            move = (ctypes.c_int64 * 19).from_address(r[1])[C.B_MOVE] != 0
+            assert move == any(_overlap(final, t) for t in reads), (threads, pc)
+            over_weight_only += _overlap(final, reads[1]) and not _overlap(final, reads[0])
+        assert over_weight_only, "no group whose final out overlaps only its weight"
+
+
 def _compare_with_unfused_reference_and_executorch(prog, pte, x):
     from executorch.runtime import Runtime as ETRuntime
     import torch
