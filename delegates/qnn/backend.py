@@ -239,6 +239,10 @@ class QnnBackend(BackendInterface):
     ``set_option("isolate", True)`` (or ``$PYRUNTIME_QNN_ISOLATE=1``) runs every QNN
     call in a worker process instead, so that a binary the library crashes on costs an
     ExecuTorchError, never this process (``isolated.py``).
+    A program compiled for a SoC whose device config the library rejects fails at load
+    (``DelegateInvalidCompatibility``, naming the SoC and the library's reason) unless
+    ``set_option("soc_fallback", True)`` (or ``init(..., runtime_options={"soc_fallback":
+    True})``) asks to run it on a device without SoC config, which warns once per SoC.
 
     >>> from delegates import backend_registry
     >>> b = backend_registry.get("QnnBackend")   # NotFound (with the install command) if
@@ -251,16 +255,19 @@ class QnnBackend(BackendInterface):
     def __init__(self):
         self.verify = False  # open each new binary in a child process first (verify.py)
         self.isolate = False  # run every graph in a worker process (isolated.py)
+        self.soc_fallback = False  # a rejected SoC config: a device without config, warned
+
+    _OPTIONS = ("verify", "isolate", "soc_fallback")
 
     def set_option(self, key: str, value) -> None:
-        if key not in ("verify", "isolate") or not isinstance(value, bool):
+        if key not in self._OPTIONS or not isinstance(value, bool):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{BACKEND}: unknown option {key!r}={value!r} (options: "
-                                  "verify=True/False, isolate=True/False)")
+                                  "verify, isolate, soc_fallback: True/False)")
         setattr(self, key, value)
 
     def get_option(self, key: str):
-        if key in ("verify", "isolate"):
+        if key in self._OPTIONS:
             return getattr(self, key)
         raise ExecuTorchError(ErrorCode.InvalidArgument, f"{BACKEND}: unknown option {key!r}")
 
@@ -298,13 +305,15 @@ class QnnBackend(BackendInterface):
         if options.op_packages:
             raise _error(f"the program needs {options.op_packages} custom op package(s), which "
                          "the bridge cannot register", ErrorCode.NotSupported)
+        fallback = bool(opts.get("soc_fallback", self.soc_fallback))
         if opts.get("isolate", self.isolate) or isolated.enabled():
             return isolated.init(lib.folder, bytes(payload_bytes(processed)), compile_specs,
-                                 opts)
+                                 {**opts, "soc_fallback": fallback})
+        soc = lib.resolve_soc(options.soc_model, fallback)
         if opts.get("verify", self.verify) or verify.enabled():
-            verify.verify(lib.folder, payload.binary, options.soc_model)
+            verify.verify(lib.folder, payload.binary, soc)
         ctx = context.acquire(lib, payload.signature, payload.binary,
-                              f"{len(payload.binary)}-byte context binary", options.soc_model)
+                              f"{len(payload.binary)}-byte context binary", soc)
         try:
             names = list(ctx.info.graphs)
             if method is not None:

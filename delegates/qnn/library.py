@@ -14,8 +14,10 @@ as ExecuTorch's runtime does on a phone (the SoC selects the HTP architecture
 the simulator runs). The config is written so that both struct layouts QNN has
 used read it (``ctypes_api.HtpSocConfig``): ExecuTorch 1.5.1's own runtime writes
 the QNN 2.37 layout, which the 2.47+ libraries read as "socModel 0" and reject
-(error 14001). A SoC the library does not know falls back to a device without
-config.
+(error 14001). A SoC the library rejects is an ExecuTorchError at load: the program
+was compiled for that HTP architecture. ``QnnBackend.set_option("soc_fallback", True)``
+runs it instead on a device without config (the library's default architecture), with
+a warning once per SoC and process (``QnnLibrary.resolve_soc``).
 
 >>> lib = get_library()      # None when no library is found
 >>> # lib.describe() -> "QNN 2.51.0 (HTP_QTI_AISW, core API 2.40.0, ...) from ..."
@@ -29,13 +31,14 @@ import importlib.util
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from delegates.qnn import ctypes_api as api
-from delegates.qnn.payload import BACKEND
+from delegates.qnn.payload import BACKEND, soc_name
 
 ENV = "PYRUNTIME_QNN_LIB_DIR"
 SDK_ENV = "QNN_SDK_ROOT"
@@ -146,7 +149,8 @@ class QnnLibrary:
     _log_handle: ctypes.c_void_p = field(default_factory=ctypes.c_void_p, repr=False)
     _backend: ctypes.c_void_p = field(default_factory=ctypes.c_void_p, repr=False)
     _devices: dict = field(default_factory=dict, repr=False)  # SoC model -> device handle
-    device_notes: dict = field(default_factory=dict, repr=False)  # SoC -> why no config
+    device_notes: dict = field(default_factory=dict, repr=False)  # SoC -> why rejected
+    _warned: set = field(default_factory=set, repr=False)  # SoCs a fallback warned about
     _contexts: dict = field(default_factory=dict, repr=False)  # id -> handle, freed at exit
     _closed: bool = False
 
@@ -193,12 +197,15 @@ class QnnLibrary:
             return self._backend
 
     def device(self, soc_model: int = 0) -> ctypes.c_void_p:
-        """The device for ``soc_model`` (0: no SoC config)."""
+        """The device for ``soc_model`` (0: no SoC config); an ExecuTorchError naming the
+        SoC and the library's reason when the library rejects its config."""
         with self._lock:
             self.ensure_backend()
             dev = self._devices.get(soc_model)
             if dev is not None:
                 return dev
+            if soc_model in self.device_notes:
+                raise self._rejected(soc_model)
             dev = ctypes.c_void_p()
             if soc_model:
                 soc = api.HtpSocConfig(api.HTP_DEVICE_CONFIG_SOC, soc_model, soc_model)
@@ -208,14 +215,49 @@ class QnnLibrary:
                 st = self.fn.deviceCreate(self._log_handle, cfgs, ctypes.byref(dev))
                 if st != api.QNN_SUCCESS:
                     self.device_notes[soc_model] = (
-                        f"SoC {soc_model} rejected ({api.describe_error(st)}: "
-                        f"{' | '.join(self._log.since(mark)[-2:])}); device without config")
-                    dev = self.device(0)
+                        f"{api.describe_error(st)}: {' | '.join(self._log.since(mark)[-2:])}")
+                    raise self._rejected(soc_model)
             else:
                 self.call("deviceCreate", self._log_handle, None, ctypes.byref(dev),
                           what="QnnDevice_create")
             self._devices[soc_model] = dev
             return dev
+
+    def _rejected(self, soc_model: int) -> ExecuTorchError:
+        return ExecuTorchError(
+            ErrorCode.DelegateInvalidCompatibility,
+            f"{BACKEND}: the program was compiled for SoC {soc_name(soc_model)}, whose device "
+            f"config the QNN library {self.version} rejects ({self.device_notes[soc_model]}); "
+            "QnnBackend.set_option('soc_fallback', True) runs it on a device without SoC "
+            "config (the library's default HTP architecture) instead")
+
+    def resolve_soc(self, soc_model: int, fallback: bool = False) -> int:
+        """The SoC model to create a program's contexts for: ``soc_model`` when the library
+        accepts its config. When it rejects it: the ExecuTorchError of ``device``, or with
+        ``fallback`` 0 (a device without config) and a RuntimeWarning, once per SoC and
+        process.
+
+        >>> # lib.resolve_soc(57) -> 57 (SM8650); lib.resolve_soc(9999) raises
+        >>> # lib.resolve_soc(9999, fallback=True) -> 0, warning once
+        """
+        if not soc_model:
+            return 0
+        try:
+            self.device(soc_model)
+            return soc_model
+        except ExecuTorchError:
+            if not fallback:
+                raise
+        with self._lock:
+            first = soc_model not in self._warned
+            self._warned.add(soc_model)
+        if first:
+            warnings.warn(f"{BACKEND}: SoC {soc_name(soc_model)} rejected by the QNN library "
+                          f"{self.version} ({self.device_notes[soc_model]}); running on a device "
+                          "without SoC config, as asked (soc_fallback), so possibly on another "
+                          "HTP architecture than the program was compiled for",
+                          RuntimeWarning, stacklevel=3)
+        return 0
 
     def create_context(self, binary, what: str, soc_model: int = 0) -> ctypes.c_void_p:
         device = self.device(soc_model)

@@ -72,6 +72,14 @@ SOC_MODELS = {0: "UNKNOWN_SM", 30: "SM8350", 36: "SM8450", 39: "SA8295", 42: "SM
               57: "SM8650", 58: "SSG2125P", 60: "SC8380XP", 69: "SM8750", 72: "SA8797",
               75: "SXR2330P", 77: "QCS9100", 87: "SM8850", 93: "QCM6490", 95: "SAR2230P",
               96: "SW6100", 97: "SM8845"}
+
+
+def soc_name(soc_model: int) -> str:
+    """``SM8650 (57)``: a SoC model number with its name where known."""
+    name = SOC_MODELS.get(soc_model)
+    return f"{name} ({soc_model})" if name else f"model {soc_model}"
+
+
 BACKEND_TYPES = {0: "undefined", 1: "gpu", 2: "htp", 3: "dsp", 4: "lpai"}
 HTP_PRECISIONS = {0: "quantized", 1: "fp16"}
 

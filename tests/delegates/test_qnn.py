@@ -29,14 +29,15 @@ from delegates import backend_registry
 from delegates.qnn import context, ctypes_api as api, library
 from delegates.qnn.backend import QnnBackend
 from delegates.qnn.payload import MAGIC, parse_compile_specs, parse_payload
+from tests import parts
 from tests.delegates import qnn_fixtures as Q
 
 LIB = library.get_library()
 _NO_FIXTURES = Q.unavailable_reason()
-needs_lib = pytest.mark.skipif(LIB is None, reason=f"QnnBackend: {library.unavailable_reason()}")
-needs_fixtures = pytest.mark.skipif(
-    LIB is None or _NO_FIXTURES is not None,
-    reason=f"QnnBackend fixtures: {_NO_FIXTURES or library.unavailable_reason()}")
+needs_lib = parts.skip_unless(LIB is not None, "qnn", f"QnnBackend: {library.unavailable_reason()}")
+needs_fixtures = parts.skip_unless(
+    LIB is not None and _NO_FIXTURES is None, "qnn",
+    f"QnnBackend fixtures: {_NO_FIXTURES or library.unavailable_reason()}")
 _REPO = Path(__file__).resolve().parents[2]
 
 FIXTURES = list(Q.NAMES)
@@ -201,6 +202,47 @@ def no_library(monkeypatch):
     library.clear_cache()
     yield
     library.clear_cache()
+
+
+@needs_fixtures
+def test_a_soc_the_library_rejects_is_an_error_unless_the_fallback_is_asked(monkeypatch):
+    """The library's own answer to a SoC config it does not know (9999: QNN 2.51 rejects
+    it with 14001): an ExecuTorchError at load naming the SoC and the reason; with
+    ``soc_fallback`` the program runs on a device without config, warned once."""
+    import delegates.qnn.backend as qb
+
+    def rejected_soc(specs):
+        o = parse_compile_specs(specs)
+        o.soc_model = 9999
+        return o
+
+    monkeypatch.setattr(qb, "parse_compile_specs", rejected_soc)
+    monkeypatch.setattr(LIB, "_warned", set())
+    fx = Q.get_fixture("mlp_fp16")
+    prog = pyruntime.Runtime.get().load_program(fx.pte_path)
+    with pytest.raises(ExecuTorchError) as e:
+        prog.load_method("forward")
+    assert e.value.code == ErrorCode.DelegateInvalidCompatibility
+    msg = str(e.value)
+    assert "SoC model 9999" in msg and "14001" in msg and "soc_fallback" in msg, msg
+    bridge = backend_registry.get("QnnBackend")
+    monkeypatch.setattr(bridge, "soc_fallback", False)
+    bridge.set_option("soc_fallback", True)
+    assert bridge.get_option("soc_fallback") is True
+    with pytest.warns(RuntimeWarning, match="SoC model 9999 rejected"):
+        m = prog.load_method("forward")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per SoC and process
+        m2 = prog.load_method("forward")
+    (inputs,) = [i for _, i in fx.runs[:1]]
+    for meth in (m, m2):
+        for g, w in zip(meth.execute(inputs), fx.expected[0]):
+            assert_parity(np.asarray(g), w, "fallback device")
+        meth.destroy()
+    with pytest.raises(ExecuTorchError, match="unknown option"):
+        bridge.set_option("soc_fallback", "yes")
 
 
 @needs_fixtures
