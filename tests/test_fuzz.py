@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests import parts
+
 from tests.fuzz import campaign
 from tests.fuzz.targets import TARGETS, load_sources, run_case
 
@@ -28,6 +30,10 @@ SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "x
          "ethosu": (300, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
 CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
+
+
+# the part (tests/parts.py) each target's sources need
+_PART = {"qnn": "qnn", "coreml": "coreml", "ethosu": "arm", "vulkan": "vulkan"}
 
 
 def _missing(name: str) -> str | None:
@@ -74,7 +80,7 @@ def test_unmutated_sources_run(sources):
 @pytest.mark.parametrize("target,chunk", CHUNKS, ids=[f"{t}-{i}" for t, i in CHUNKS])
 def test_fuzz_chunk(sources, target, chunk):
     if target not in sources:
-        pytest.skip(_missing(target))
+        parts.need(_PART.get(target.split("_")[0], target), _missing(target))
     cases, chunks = SUITE[target]
     per = cases // chunks
     report = campaign(target, start=chunk * per, count=per)

@@ -12,10 +12,11 @@ max(1, max |expected|).
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-ct = pytest.importorskip("coremltools")
-torch = pytest.importorskip("torch")
+from tests import parts
+
+ct = parts.importorskip("coremltools", "coreml")
+torch = parts.importorskip("torch", "executorch")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 

@@ -33,10 +33,10 @@ from cython_ext.tensor import Dynamism, ETensor
 from delegates import backend_registry
 from delegates.coreml.blobs import BlobFile
 from delegates.coreml.payload import mlpackage_model_path, read_payload
+from tests import parts
 from tests.delegates.coreml_fixtures import get_fixture
 
-pytest.importorskip("coremltools", reason="CoreMLBackend tests need coremltools (the [coreml] "
-                                          "extra)")
+parts.importorskip("coremltools", "coreml")
 _REPO = Path(__file__).resolve().parents[2]
 FP16_FACTOR = 2.0
 MIN_FP16_RATIO = 0.25

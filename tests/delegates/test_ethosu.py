@@ -28,17 +28,17 @@ import pytest
 
 import pyruntime
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from tests import parts
 from tests.delegates.ethosu_fixtures import delegate_blob, get_fixture, unavailable_reason
 
 _why = unavailable_reason()
-if _why is not None:
-    pytest.skip(f"EthosUBackend tests need the Arm flow: {_why}", allow_module_level=True)
+parts.need("arm", None if _why is None else f"EthosUBackend tests need the Arm flow: {_why}")
 
 from delegates import backend_registry  # noqa: E402
 from delegates.ethosu import ethosu_backend  # noqa: E402
 from delegates.ethosu.payload import read_payload  # noqa: E402
 
-tosa_reference_model = pytest.importorskip("tosa_reference_model")
+tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
 
 NPU = {"mlp_u55": "Ethos-U55-128", "cnn_u55": "Ethos-U55-128", "mnv2_u55": "Ethos-U55-128",
        "cnn_u65": "Ethos-U65-256"}

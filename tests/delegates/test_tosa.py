@@ -14,18 +14,18 @@ import pytest
 
 import pyruntime
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from tests import parts
 from tests.delegates.ethosu_fixtures import (delegate_blob, get_fixture, make_model,
                                              unavailable_reason)
 
 _why = unavailable_reason()
-if _why is not None:
-    pytest.skip(f"TOSABackend tests need the Arm flow: {_why}", allow_module_level=True)
+parts.need("arm", None if _why is None else f"TOSABackend tests need the Arm flow: {_why}")
 
 from delegates import backend_registry  # noqa: E402
 from delegates.tosa import tosa_backend  # noqa: E402
 from delegates.tosa.graph import read_graph  # noqa: E402
 
-tosa_reference_model = pytest.importorskip("tosa_reference_model")
+tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
 
 
 def torch_ref(fx):

@@ -32,10 +32,11 @@ from cython_ext.tensor import ETensor
 from delegates import backend_registry
 from delegates.vulkan import device as vkdevice
 from delegates.vulkan.blob import parse_blob
+from tests import parts
 from tests.delegates import vulkan_fixtures as vf
 
 AVAILABLE, WHY = vkdevice.availability()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"VulkanBackend: {WHY}")
+pytestmark = parts.skip_unless(AVAILABLE, "vulkan", f"VulkanBackend: {WHY}")
 _REPO = Path(__file__).resolve().parents[2]
 FP16_FACTOR = 2.0
 

@@ -25,11 +25,12 @@ from cython_ext.tensor import Dynamism, ETensor
 from delegates import backend_registry
 from delegates.xnnpack import library
 from delegates.xnnpack.ctypes_api import BINARY, UNARY, BinaryParams, ExternalValue, UnaryParams
+from tests import parts
 from tests.delegates.xnnpack_fixtures import get_fixture
 
 LIB = library.get_library()
-pytestmark = pytest.mark.skipif(LIB is None,
-                                reason=f"XnnpackBackend: {library.unavailable_reason()}")
+pytestmark = parts.skip_unless(LIB is not None, "xnnpack",
+                               f"XnnpackBackend: {library.unavailable_reason()}")
 _REPO = Path(__file__).resolve().parents[2]
 
 
@@ -128,8 +129,8 @@ UNARY_CASES = {
 }
 
 
-@pytest.mark.skipif(LIB is None or LIB.api.xnn_define_unary is None,
-                    reason="the library has no xnn_define_unary")
+@parts.skip_unless(LIB is not None and LIB.api.xnn_define_unary is not None, "xnnpack",
+                   "the library has no xnn_define_unary")
 @pytest.mark.parametrize("op", sorted(UNARY_CASES))
 def test_unary_operator_numbers_match_the_library(op):
     """Our enum xnn_unary_operator table, checked by running each op."""
@@ -150,8 +151,8 @@ BINARY_CASES = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
                 "prelu": lambda a, b: np.where(a > 0, a, a * b)}
 
 
-@pytest.mark.skipif(LIB is None or LIB.api.xnn_define_binary is None,
-                    reason="the library has no xnn_define_binary")
+@parts.skip_unless(LIB is not None and LIB.api.xnn_define_binary is not None, "xnnpack",
+                   "the library has no xnn_define_binary")
 @pytest.mark.parametrize("op", sorted(BINARY_CASES))
 def test_binary_operator_numbers_match_the_library(op):
     a, b = _X, _POS[:1]  # broadcast the second operand over rows
@@ -487,7 +488,7 @@ def test_a_wrong_explicit_library_path_is_reported(monkeypatch, tmp_path):
 _DEBIAN = sorted(Path("/usr/lib").glob("*/libXNNPACK.so.0"))
 
 
-@pytest.mark.skipif(not _DEBIAN, reason="Debian's libxnnpack0 is not installed")
+@parts.skip_unless(bool(_DEBIAN), "libxnnpack0", "no /usr/lib/*/libXNNPACK.so.0")
 def test_debian_2022_library_runs_fp32_linear_programs(monkeypatch):
     """The old API (static shapes, setup_runtime, per-op define functions)."""
     monkeypatch.setenv(library.ENV, str(_DEBIAN[0]))

@@ -17,11 +17,12 @@ import pyruntime
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.tensor import Dynamism, ETensor
 from delegates.xnnpack import fast, library
+from tests import parts
 from tests.delegates.xnnpack_fixtures import get_fixture
 
 LIB = library.get_library()
-pytestmark = pytest.mark.skipif(LIB is None or LIB.level != "dynamic",
-                                reason=f"XnnpackBackend: {library.unavailable_reason()}")
+pytestmark = parts.skip_unless(LIB is not None and LIB.level == "dynamic", "xnnpack",
+                               f"XnnpackBackend: {library.unavailable_reason()}")
 DELEGATE, K_KERNEL, K_PYTHON = 1, 0, 1
 
 

@@ -11,6 +11,7 @@ from cython_ext import Dynamism, ETensor, from_numpy_dtype
 from cython_ext.desc import DescTable
 from kernels.fast import blas, get_binder
 from kernels.fast.context import BindContext
+from tests import parts
 from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, call_split,
                                   static_out)
 
@@ -230,7 +231,7 @@ def test_sizes_are_read_at_run_time():
 def test_set_blas_threads():
     """The threads setting still reaches numpy's OpenBLAS (the products above do not use it)."""
     if not blas.available():
-        pytest.skip("no BLAS library next to numpy")
+        parts.need("blas", "no BLAS library next to numpy")
     before = blas.blas_threads()
     try:
         assert blas.set_blas_threads(1) and blas.blas_threads() == 1

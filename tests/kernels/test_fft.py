@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from cython_ext import ExecuTorchError
+from tests import parts
 from tests.kernels.helpers import bound_out, call, static_out, to_np
 
 TOL = {torch.float32: 2e-5, torch.float64: 1e-12}
@@ -53,7 +54,7 @@ def test_float32_stays_float32_and_matches_pocketfft_bit_for_bit():
     out = static_out((3, 201), np.complex64)
     call("aten::_fft_r2c.out", x, [1], 0, True, out)
     assert not np.array_equal(out.numpy(), np.fft.rfft(x).astype(np.complex64))
-    sp = pytest.importorskip("scipy.fft")  # pocketfft, the same C++ as ExecuTorch's
+    sp = parts.importorskip("scipy.fft", "scipy")  # pocketfft, the same C++ as ExecuTorch's
     np.testing.assert_array_equal(out.numpy(), sp.rfft(x))
     back = static_out((3, 400), np.float32)
     call("aten::_fft_c2r.out", out.numpy(), [1], 2, 400, back)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from cython_ext import ErrorCode, ExecuTorchError, ETensor
+from tests import parts
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np
 
 try:
@@ -17,7 +18,7 @@ try:
     L = torch.ops.llama
     L.custom_sdpa.default  # noqa: B018
 except Exception as e:  # pragma: no cover
-    pytest.skip(f"ExecuTorch llama custom ops unavailable: {e}", allow_module_level=True)
+    parts.need("executorch", f"ExecuTorch llama custom ops unavailable: {e}")
 
 TOL = {torch.float32: (2e-5, 2e-5), torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2)}
 

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError, from_numpy_dtype
+from tests import parts
 from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
                                    check_compiled, static_out, to_np, to_torch)
 
@@ -33,7 +34,7 @@ try:
     CPP = None
 except Exception as e:  # pragma: no cover
     CPP = f"ExecuTorch's llama custom ops are unavailable: {e}"
-needs_cpp = pytest.mark.skipif(CPP is not None, reason=CPP or "")
+needs_cpp = parts.skip_unless(CPP is None, "executorch", CPP)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 SDPA = "llama::custom_quantized_sdpa.out"

@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 
 from kernels.fast import jit, objcache
+from tests import parts
 from tests.child import run_json
 from tests.programs.small_programs import small_program
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(not objcache.enabled(), reason="object cache: ELF (Linux) only")
+pytestmark = pytest.mark.skipif(not objcache.enabled(),
+                                reason=parts.not_applicable("the object cache is ELF (Linux) only"))
 
 _CHILD = """
 import hashlib, json, sys

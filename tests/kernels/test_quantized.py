@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from cython_ext import ErrorCode, ExecuTorchError, from_numpy_dtype
+from tests import parts
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np
 
 try:
@@ -21,7 +22,7 @@ try:
     Q = torch.ops.quantized_decomposed
     Q.add.out  # noqa: B018  (fails when the C++ library did not load)
 except Exception as e:  # pragma: no cover
-    pytest.skip(f"ExecuTorch quantized kernels unavailable: {e}", allow_module_level=True)
+    parts.need("executorch", f"ExecuTorch quantized kernels unavailable: {e}")
 
 NS = "quantized_decomposed::"
 RANGES = {torch.uint8: (0, 255), torch.int8: (-128, 127), torch.int16: (-32768, 32767),

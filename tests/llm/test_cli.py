@@ -5,10 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests import parts
 
-pytest.importorskip("executorch")
-pytest.importorskip("tokenizers")
+parts.importorskip("executorch", "executorch")
+parts.importorskip("tokenizers", "tokenizers")
 
 from tests.llm.fixtures import NEW_TOKENS, PROMPTS, get_llm  # noqa: E402
 

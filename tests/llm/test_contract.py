@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests import parts
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("executorch")
-pytest.importorskip("tokenizers")
+torch = parts.importorskip("torch", "executorch")
+parts.importorskip("executorch", "executorch")
+parts.importorskip("tokenizers", "tokenizers")
 
 from pyruntime.llm import (NotAnLLMError, TextGenerator, TokenizerMismatchError,  # noqa: E402
                            read_metadata)

@@ -12,9 +12,10 @@ import warnings
 
 import numpy as np
 import pytest
+from tests import parts
 
-pytest.importorskip("executorch")  # the fixtures are exported by it
-pytest.importorskip("tokenizers")
+parts.importorskip("executorch", "executorch")  # the fixtures are exported by it
+parts.importorskip("tokenizers", "tokenizers")
 
 from pyruntime.llm import (ContextFullWarning, NotAnLLMError, PromptTooLongError,  # noqa: E402
                            TextGenerator, TokenizerMismatchError)

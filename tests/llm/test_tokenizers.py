@@ -12,9 +12,10 @@ from pyruntime.llm import (HFTokenizer, SentencePieceTokenizer, TiktokenTokenize
                            TokenizerError, apply_chat_template, detect_template, load_tokenizer)
 from pyruntime.llm.errors import LLMError
 from pyruntime.llm.tokenizer import _byte_level_decoder
+from tests import parts
 from tests.llm.fixtures import _corpus, tokenizer_path
 
-cpp = pytest.importorskip("pytorch_tokenizers")
+cpp = parts.importorskip("pytorch_tokenizers", "executorch")
 
 TEXTS = ["The time is 42.", "He said: (x) we can't!", "Water, water.\nThen we look up",
          "café über 日本語 😀 ok", "<|end_of_text|> after", ""]
@@ -43,7 +44,7 @@ def tiktoken_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sp_file(tmp_path_factory):
-    spm = pytest.importorskip("sentencepiece")
+    spm = parts.importorskip("sentencepiece", "tokenizers")
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(_corpus("bytes")), model_writer=buf,
                                    vocab_size=420, model_type="bpe", byte_fallback=True,

@@ -10,10 +10,11 @@ import pytest
 
 from pyruntime.cli import main
 from pyruntime.pool import BatchPredictor
+from tests import parts
 from tests.serving.common import (check_against_oracles, input_sets, program, read_outputs,
                                   sequential, write_sets)
 
-ray = pytest.importorskip("ray")  # in the test extra; skipped only where it is missing
+ray = parts.importorskip("ray", "ray")  # in the test extra; skipped only where it is missing
 
 
 @pytest.fixture(scope="module")
