@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import faulthandler
 import hashlib
 import json
 import os
@@ -307,6 +308,9 @@ def _fork_child(folder: str, path: str, soc_model: int, timeout: float) -> tuple
                 os.dup2(log.fileno(), 1)
                 os.dup2(log.fileno(), 2)
                 sys.stdout = sys.stderr = open(2, "w", closefd=False)
+                # a crash's Python trace belongs in the log too, not on a descriptor the
+                # parent enabled faulthandler on (its terminal, under pytest)
+                faulthandler.enable(file=sys.stderr)
                 code = _child(folder, path, soc_model)
             except BaseException:  # noqa: BLE001 - reported as the child's failure
                 traceback.print_exc()
