@@ -4,6 +4,7 @@
     pyruntime run model.pte --inputs in.npz --out out.npz
     pyruntime run model.pte            # random inputs of the declared shapes
     pyruntime bench model.pte          # pyruntime vs executorch.runtime, same inputs
+    pyruntime latency model.pte --rate 500 --vs-executorch   # p50/p99/jitter/misses
     pyruntime run model.pte --inputs in.npz --etdump run.etdp --debug-buffer run.bin
     pyruntime verify model.bpte | diff ... | trace ...   # see pyruntime.devtools.commands
     pyruntime generate model.pte --tokenizer tokenizer.json --prompt TEXT   # see pyruntime.llm
@@ -221,9 +222,10 @@ def main(argv=None) -> int:
     pb.add_argument("--rounds", type=int, default=None)
     pb.add_argument("--no-compare", action="store_true", help="do not run executorch.runtime")
     pb.add_argument("--threads", type=int, default=None, help="intra-op threads (default: cores)")
-    from pyruntime import batch, serve  # `batch` and `serve`: their arguments live with them
+    from pyruntime import batch, latency, serve  # their arguments live with them
     batch.add_parser(sub)
     serve.add_parser(sub)
+    latency.add_parser(sub)
     from pyruntime.llm import cli as llm_cli  # `generate`: text from an LLM program
     llm_cli.add_parser(sub)
     from pyruntime import warmup  # `warmup`: compile fast-tier kernels ahead of use
@@ -243,6 +245,8 @@ def main(argv=None) -> int:
             return batch.cli(args)
         elif args.cmd == "serve":
             return serve.cli(args)
+        elif args.cmd == "latency":
+            return latency.cli(args)
         elif args.cmd == "generate":
             return llm_cli.cli(args)
         elif args.cmd == "warmup":

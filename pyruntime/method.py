@@ -353,17 +353,28 @@ class Method:
         return b
 
     # ---- execute ---------------------------------------------------------------
-    def execute(self, inputs=()) -> list:
+    def execute(self, inputs=(), out=None) -> list:
         """Bind ``inputs`` (a sequence), run the method, return its outputs as numpy arrays.
 
         Tensor outputs are copies (planned memory is reused by the next run);
-        scalar outputs are Python values.
+        scalar outputs are Python values. With ``out``, a sequence of one numpy array per
+        output (``None`` for a non-tensor output), each C-contiguous, writeable and of
+        exactly that output's dtype and shape, the outputs are written into those arrays
+        and the same array objects are returned: after warm-up such a call allocates
+        nothing that outlives it (the loop a control stack wants). A wrong count, dtype
+        or shape raises ``InvalidArgument`` naming the output before anything is written.
+        (The reference tier allocates while it runs; the fast tier does not.)
+
+        >>> # out = [np.empty(o.sizes, o.dtype) for o in m.method_meta().outputs]
+        >>> # m.execute([x], out=out)[0] is out[0]    # -> True
         """
         inputs = list(inputs)
         if len(inputs) != len(self.inputs):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"method {self.name!r}: expected {len(self.inputs)} inputs, "
                                   f"got {len(inputs)}")
+        if out is not None:
+            self._check_out(out)
         self._acquire()
         try:
             for bind, x in zip(self._input_binders, inputs):
@@ -372,9 +383,166 @@ class Method:
                 self._run()
             else:
                 self.event_tracer.run(self)  # the same loop, timed and logged
-            return self._collect_outputs()
+            return self._collect_outputs() if out is None else self._write_outputs(out)
         finally:
             self._lock.release()
+
+    # ---- caller-owned memory: bind once, run, read in place ----------------------
+    def input_view(self, index: int) -> np.ndarray:
+        """A writeable numpy view of input ``index``'s planned memory: write the input
+        there (no copy at run time), then ``run()``. Static planned tensor inputs only
+        (others raise ``InvalidArgument``: bind them with ``set_input``). The view stays
+        valid as long as the method, and each call returns the same array (nothing is
+        allocated): taking it marks the input written. Where the memory plan reuses an
+        input's bytes for later tensors (as ExecuTorch's planner does once the input is
+        last read), a run consumes the input, and ``run()`` raises ``InvalidState`` until
+        it is written again: take the view for each step's write. Write after reading
+        the outputs, which the plan may place in the same memory.
+
+        >>> # for each step:  m.input_view(0)[...] = sensor; m.run(); y = m.output_view(0)
+        """
+        t, where = self._tensor_slot(self.inputs, index, "input")
+        if not (t.planned and t.dynamism == Dynamism.STATIC and t.storage is not None
+                and t.storage.flags.writeable):
+            kind = "dynamic" if t.dynamism != Dynamism.STATIC else "unplanned" \
+                if not t.planned else "read-only"
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where}: input_view needs a static planned input; this one "
+                                  f"is {kind} ({t.describe()}): bind it with set_input")
+        self._inputs_set[index] = True
+        return t.numpy()
+
+    def run(self) -> None:
+        """Run the method on the inputs as they are bound (by ``set_input``, writes through
+        ``input_view``, or the last ``execute``); read the results with
+        ``output_view``. Nothing is allocated or copied per call on the fast tier."""
+        self._acquire()
+        try:
+            if not all(self._inputs_set):
+                unset = [i for i, ok in enumerate(self._inputs_set) if not ok]
+                raise ExecuTorchError(ErrorCode.InvalidState,
+                                      f"method {self.name!r}: input(s) {unset} not written "
+                                      "since the last run (which consumed them: the plan "
+                                      "reuses their memory) or never bound: write them with "
+                                      "set_input or through input_view(i), taken again")
+            if self.event_tracer is None:
+                self._run()
+            else:
+                self.event_tracer.run(self)
+            if self._fast is not None:
+                self._fast.pull_outputs()
+            for i in self._consumed_inputs():
+                self._inputs_set[i] = False  # its bytes now hold other tensors' values
+        finally:
+            self._lock.release()
+
+    def _consumed_inputs(self) -> tuple:
+        """Inputs whose planned bytes other tensors of the plan also use (computed once)."""
+        c = getattr(self, "_consumed_cache", None)
+        if c is None:
+            spans = [(v.data_ptr(), v.data_ptr() + v.capacity_bytes, j)
+                     for j, v in enumerate(self.values)
+                     if isinstance(v, ETensor) and v.planned and v.storage is not None
+                     and v.capacity_bytes]
+            c = []
+            for i, idx in enumerate(self.inputs):
+                t = self.values[idx]
+                if not (isinstance(t, ETensor) and t.planned and t.storage is not None):
+                    continue
+                a, b = t.data_ptr(), t.data_ptr() + t.capacity_bytes
+                if any(j != idx and lo < b and a < hi for lo, hi, j in spans):
+                    c.append(i)
+            c = self._consumed_cache = tuple(c)
+        return c
+
+    def output_view(self, index: int) -> np.ndarray:
+        """A read-only numpy view of output ``index`` in the method's memory, valid until
+        the next run (which overwrites it, and may resize a dynamic output: take a new
+        view then), as TFLite's ``Interpreter.tensor()``; copy what must outlive it."""
+        t, where = self._tensor_slot(self.outputs, index, "output")
+        if t.storage is None:
+            raise ExecuTorchError(ErrorCode.InvalidState, f"{where} has no memory yet "
+                                                          "(run the method first)")
+        v = t.numpy().view()
+        v.flags.writeable = False
+        return v
+
+    def _tensor_slot(self, indices, index, what):
+        if isinstance(index, bool) or not isinstance(index, int) \
+                or not 0 <= index < len(indices):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"method {self.name!r}: {what} index {index!r} out of range "
+                                  f"({len(indices)} {what}s)")
+        where = f"method {self.name!r} {what} {index}"
+        t = self.values[indices[index]]
+        if not isinstance(t, ETensor):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{where} is a {type(t).__name__}, not a tensor")
+        return t, where
+
+    def _out_specs(self):
+        """Per output: (ETensor, static shape or None for a dynamic one), or None for a
+        non-tensor output; computed once."""
+        specs = getattr(self, "_out_spec_cache", None)
+        if specs is None:
+            specs = []
+            for i in self.outputs:
+                v = self.values[i]
+                specs.append((v, v.sizes if v.dynamism == Dynamism.STATIC else None)
+                             if isinstance(v, ETensor) else None)
+            self._out_spec_cache = specs
+        return specs
+
+    def _out_error(self, j, expected, got) -> ExecuTorchError:
+        return ExecuTorchError(ErrorCode.InvalidArgument,
+                               f"method {self.name!r}: out[{j}]: expected {expected}, got {got}")
+
+    def _check_out(self, out) -> None:
+        """Everything about ``out`` that does not depend on the run: count, types, dtypes,
+        layout, static shapes."""
+        specs = self._out_specs()
+        if len(out) != len(specs):
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"method {self.name!r}: out has {len(out)} entries, the "
+                                  f"method has {len(specs)} outputs")
+        j = 0
+        for spec, o in zip(specs, out):
+            if spec is None:
+                if o is not None:
+                    raise self._out_error(j, "None (the output is not a tensor)",
+                                          type(o).__name__)
+            else:
+                t, shape = spec
+                if type(o) is not np.ndarray:
+                    raise self._out_error(j, f"a numpy array {t.describe()}", type(o).__name__)
+                if o.dtype != t.dtype:
+                    raise self._out_error(j, f"dtype {t.dtype}", f"dtype {o.dtype}")
+                flags = o.flags
+                if not (flags.c_contiguous and flags.writeable):
+                    raise self._out_error(j, "a C-contiguous writeable array",
+                                          "a non-contiguous array" if not flags.c_contiguous
+                                          else "a read-only array")
+                if shape is not None and o.shape != shape:
+                    raise self._out_error(j, f"shape {list(shape)}", f"shape {list(o.shape)}")
+            j += 1
+
+    def _write_outputs(self, out) -> list:
+        if self._fast is not None:
+            self._fast.pull_outputs()
+        specs = self._out_specs()
+        for j, spec in enumerate(specs):  # dynamic shapes, known now: all checked first
+            if spec is not None and spec[1] is None and out[j].shape != spec[0].sizes:
+                raise self._out_error(j, f"shape {list(spec[0].sizes)} (this run's)",
+                                      f"shape {list(out[j].shape)}")
+        result = []
+        for j, spec in enumerate(specs):
+            o = out[j]
+            if spec is None:
+                result.append(self._output_value(self.outputs[j]))
+            else:
+                o[...] = spec[0].numpy()  # (same dtype and shape: checked)
+                result.append(o)
+        return result
 
     def _make_input_binders(self):
         """Per input, a binder with a fast path for the common case: a C-contiguous
@@ -546,17 +714,17 @@ class Method:
     def _collect_outputs(self) -> list:
         if self._fast is not None:
             self._fast.pull_outputs()
-        out = []
-        for i in self.outputs:
-            v = self.values[i]
-            if isinstance(v, ETensor):
-                out.append(v.numpy().copy())
-            elif isinstance(v, ListRef):
-                out.append([np.array(t.numpy(), copy=True) if isinstance(t, ETensor) else t
-                            for t in v.resolve(self.values)])
-            else:
-                out.append(v)
-        return out
+        return [self._output_value(i) for i in self.outputs]
+
+    def _output_value(self, i):
+        """Value ``i`` as an output: a tensor copied, a tensor list resolved and copied."""
+        v = self.values[i]
+        if isinstance(v, ETensor):
+            return v.numpy().copy()
+        if isinstance(v, ListRef):
+            return [np.array(t.numpy(), copy=True) if isinstance(t, ETensor) else t
+                    for t in v.resolve(self.values)]
+        return v
 
     def destroy(self) -> None:
         for backend, handle in self._delegate_handles:
