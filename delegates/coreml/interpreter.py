@@ -132,7 +132,7 @@ class CompiledFunction:
                 raise ExecuTorchError(
                     ErrorCode.NotSupported,
                     f"{BACKEND}: MIL op {op.type!r} ({op.name}) is not supported by pyruntime's "
-                    f"MIL interpreter ({len(OPS)} ops are: README.md, section CoreML)")
+                    f"MIL interpreter ({len(OPS)} ops are: docs/COREML.md)")
             # constexpr_* ops carry their operands as attributes
             consts = {k: v for k, v in op.attributes.items() if k in impl.params}
             names, lists = [], []
