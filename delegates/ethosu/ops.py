@@ -13,9 +13,14 @@ DEPTHWISE) or global (``OFM_SCALE``: POOL, ELEMENTWISE, and CONV when
 ``ACTIVATION``'s clip range and ``ACTIVATION_MIN``/``MAX``. Rounding
 (``OFM_PRECISION`` bits 14-15): NATURAL adds half and shifts (round half up, the
 TOSA ``SINGLE_ROUND``: checked bit-exact on every convolution of the test streams),
-TFL is modelled as the TOSA ``DOUBLE_ROUND`` (TFLite's two-step rounding; in the
-test streams it only appears on 1x1 copies, where every mode agrees, so it is not
-checked against an oracle), TRUNCATE rounds toward zero.
+TFL is the TOSA ``DOUBLE_ROUND`` (half up, and beyond a shift of 31 another 2^30
+toward the value's sign, which there is TFLite's two rounding steps; vela programs
+TFL for the TOSA RESCALEs in that mode, and on operations of its own with identity
+scales), TRUNCATE rounds toward zero. TFL is checked
+bit-exact against the TOSA reference model where it changes results: the per-channel
+convolution (shift 41), MUL (shift 37) and ADD (OFM and rescaled operand) of the
+``tfl_*`` test streams, which miss the oracle when read as NATURAL
+(``tests/delegates/test_ethosu_paths.py``).
 
 - CONV: sum over the kernel and IFM depth of ``(ifm - zp) * w``, plus the 40-bit bias.
 - DEPTHWISE: the same per channel (channel multiplier 1).
@@ -23,14 +28,19 @@ checked against an oracle), TRUNCATE rounds toward zero.
   scaled by ``OFM_SCALE`` (vela folds 1/N into it), or, when ``OFM_PRECISION`` asks
   for per-channel scaling (padded average pools), by the NPU's own reciprocal of
   each window's count of real elements.
-- ELEMENTWISE ADD/SUB: operand scaling from ``IFM_PRECISION`` bits 8-9: 16-bit mode
-  multiplies A and B by ``OPA_SCALE``/``OPB_SCALE``; the 32-bit modes rescale one
-  operand by ``OPA_SCALE`` (multiplier, shift; rounded with the IFM rounding mode)
-  and shift the other left by 19 (8-bit IFMs, 14 for 16-bit), then add or subtract.
-  (The fixed shift is inferred from vela's scaling, which puts both operands in
-  units of 2^-19 of the larger input scale, and is bit-exact on the MobileNetV2
-  residual adds; the 16-bit value and the 16-bit scale mode are not oracle-checked.)
-  MUL multiplies, MIN/MAX compare, ABS negates negatives; then the output stage.
+- ELEMENTWISE ADD/SUB: operand scaling from ``IFM_PRECISION`` bits 8-9:
+  SCALE_16BIT multiplies A and B by ``OPA_SCALE``/``OPB_SCALE`` (16-bit, no shift);
+  SCALE_OPA_32BIT / SCALE_OPB_32BIT rescale A / B by ``OPA_SCALE`` (multiplier,
+  shift; rounded with the IFM rounding mode) and shift the other left by 19, then
+  add or subtract. (The fixed shift is inferred from vela's scaling, which puts both
+  operands in units of 2^-19 of the larger input scale.) MUL multiplies, MIN/MAX
+  compare, ABS negates negatives; then the output stage. Checked bit-exact against
+  the TOSA reference model: the 32-bit modes on 8-bit IFMs (the MobileNetV2 residual
+  adds; the ``tfl_*`` ADD, whose B is the scaled operand), SCALE_16BIT on 16-bit IFMs
+  with scales of 2048 and on 16- and 32-bit IFMs with scales of 1, and MUL of 8-,
+  16- and 32-bit values (``ew16_*``, ``tfl_*``). What no vela stream for our targets has (the
+  32-bit modes on 16- or 32-bit IFMs, a shift or a scale over 16 bits in SCALE_16BIT,
+  a MUL with operand scaling) ``npu.py`` refuses at load.
 """
 from __future__ import annotations
 
@@ -197,6 +207,11 @@ class Executor:
         self._s[op.index] = (key, rec)
         return rec
 
+    def scale_records(self, op: Operation):
+        """(bias, scale, shift) per output channel of a convolution, as it last read them
+        (at load, or in the last run)."""
+        return self._s[op.index][1]
+
     def run(self, op: Operation, regions) -> None:
         getattr(self, "_" + op.kind)(op, regions)
 
@@ -288,16 +303,18 @@ class Executor:
         output(op, acc, scale, shift, regions)
 
     def _operand_scaling(self, op, a, b):
+        """ADD/SUB operands: SCALE_16BIT multiplies A by OPA_SCALE and B by OPB_SCALE;
+        SCALE_OPA_32BIT / SCALE_OPB_32BIT (8-bit IFMs only: ``npu.py`` refuses the rest)
+        rescale A / B by OPA_SCALE and shift the other left by 19."""
         a_ = op.attrs
         mode = a_["ifm_scale_mode"]
         (sa, sha), (sb, _) = a_["opa_scale"], a_["opb_scale"]
         if mode == 0:
-            return a * (sa & 0xFFFF), b * (sb & 0xFFFF)
-        up = 19 if op.ifm.esz == 1 else 14
+            return a * sa, b * sb
         scaled = scale_values(a if mode == 1 else b, sa, sha & 0x3F, a_["ifm_rounding"])
         if mode == 1:
-            return scaled, b << up
-        return a << up, scaled
+            return scaled, b << 19
+        return a << 19, scaled
 
 
 def pooling_scale(count: np.ndarray):

@@ -59,6 +59,8 @@ IFM_PRECISION = {0: ("u8", 1), 1: ("s8", 1), 4: ("u16", 2), 5: ("s16", 2), 9: ("
 OFM_PRECISION = {0: ("u8", 1), 1: ("s8", 1), 2: ("u16", 2), 3: ("s16", 2), 5: ("s32", 4)}
 FORMATS = {0: "NHWC", 1: "NHCWB16"}
 ROUNDING = {0: "TFL", 1: "TRUNCATE", 2: "NATURAL"}
+# IFM_PRECISION bits 8-9: how ELEMENTWISE ADD/SUB scale their operands
+SCALE_MODES = {0: "SCALE_16BIT", 1: "SCALE_OPA_32BIT", 2: "SCALE_OPB_32BIT"}
 POOL_MODES = {0: "MAX", 1: "AVERAGE", 2: "REDUCE_SUM"}
 ELEMENTWISE_MODES = {0: "MUL", 1: "ADD", 2: "SUB", 3: "MIN", 4: "MAX", 5: "LRELU", 6: "ABS",
                      7: "CLZ", 8: "SHR", 9: "SHL"}

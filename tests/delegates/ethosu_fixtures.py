@@ -16,12 +16,21 @@ from the lowered graph, for going between the program's float tensors and the
 delegate's int8 ones. Under torch 2.13 the quantizer needs
 ``exported.module(check_guards=False)``.
 
+Path fixtures (``tests/delegates/test_ethosu_paths.py``): small programs for NPU paths
+the models above never reach. ``ew16_*``: 16-bit elementwise ops, quantised with
+``get_symmetric_a16w8_quantization_config``. ``tfl_*``: vela's TFL rounding, which it
+programs for a TOSA RESCALE in ``DOUBLE_ROUND`` mode; ExecuTorch 1.5.1 writes every
+RESCALE as ``SINGLE_ROUND``, so these are exported as usual and the TOSA graph is
+given to vela with its RESCALEs switched to ``DOUBLE_ROUND`` (``double_round``); that
+edited graph, the one vela compiled, is ``tosa_path``.
+
 Cache: ``$PYRUNTIME_FIXTURES`` or ``<repo>/tests/.fixtures/``, files ``arm_<name>.*``;
 the ``.key`` file (versions + hashes) is written last, so a partial build is redone.
 Run ``python -m tests.delegates.ethosu_fixtures [names]`` to build ahead of the tests.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.metadata
 import importlib.util
@@ -43,8 +52,10 @@ FORMAT_VERSION = "1"
 @dataclass(frozen=True)
 class Spec:
     version: str
-    model: str  # "mlp" | "cnn" | "mnv2"
+    model: str  # "mlp" | "cnn" | "mnv2" | "tfl" | "ew16"
     target: str  # ethos-u55-128 | ethos-u85-256 | TOSA-1.0+INT | TOSA-1.0+FP
+    quant: str = "a8w8"  # "a16w8": 16-bit activations, 8-bit weights
+    double_round: bool = False  # vela gets the TOSA graph with DOUBLE_ROUND RESCALEs
 
 
 @dataclass(frozen=True)
@@ -75,9 +86,20 @@ SPECS = {
     "cnn_tosa_int": Spec("1", "cnn", "TOSA-1.0+INT"),
     "mlp_tosa_fp": Spec("1", "mlp", "TOSA-1.0+FP"),
     "cnn_tosa_fp": Spec("1", "cnn", "TOSA-1.0+FP"),
+    # path fixtures (see the module doc)
+    "tfl_u55": Spec("1", "tfl", "ethos-u55-128", double_round=True),
+    "tfl_u65": Spec("1", "tfl", "ethos-u65-256", double_round=True),
+    "ew16_u55": Spec("1", "ew16", "ethos-u55-128", quant="a16w8"),
+    "ew16_u65": Spec("1", "ew16", "ethos-u65-256", quant="a16w8"),
 }
 NAMES = tuple(SPECS)
 SHAPES = {"mlp": (2, 32), "cnn": (1, 3, 32, 32), "mnv2": (1, 3, 96, 96)}
+# multi-input path models: (shape, half range of the uniform inputs) per input. ew16:
+# a and b stay inside +-8, where the a16w8 observer's scale floor (2^-12) gives both the
+# same scale, so vela fuses a + b and a - b into one 16-bit-scale-mode operation; their
+# sum needs a larger (non power of two) output scale; c has a scale of its own.
+PATH_INPUTS = {"tfl": (((1, 4, 8, 8), 2.0), ((1, 8, 8, 8), 2.0)),
+               "ew16": (((1, 8, 4, 4), 6.0), ((1, 8, 4, 4), 6.0), ((1, 8, 4, 4), 20.0))}
 _DEPS = ("torch", "executorch", "ethos-u-vela", "tosa-tools")
 
 
@@ -107,11 +129,79 @@ def make_model(kind: str):
         return models.make_mlp()
     if kind == "cnn":
         return models.make_cnn_bn()
+    if kind in PATH_INPUTS:
+        return _path_model(kind)
     return models.make_mobilenet_v2(96)
+
+
+def _path_model(kind: str):
+    import torch
+    from torch import nn
+
+    class TflPaths(nn.Module):
+        """A convolution (per-channel scales), a MUL and an ADD with one operand
+        rescaled: every output stage behind a RESCALE."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 8, 3, padding=1)
+
+        def forward(self, x, z):
+            return self.conv(x) * z + z
+
+    class Elementwise16(nn.Module):
+        def forward(self, a, b, c):
+            return a + b, a - b, a * c, a + c
+
+    torch.manual_seed(0)
+    return (TflPaths() if kind == "tfl" else Elementwise16()).eval()
 
 
 def model_input(kind: str, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(SHAPES[kind]).astype(np.float32)
+
+
+def model_inputs(kind: str, seed: int = 0) -> list:
+    """The program's float inputs: one standard-normal tensor, or ``PATH_INPUTS``'s."""
+    if kind not in PATH_INPUTS:
+        return [model_input(kind, seed)]
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-r, r, shape).astype(np.float32) for shape, r in PATH_INPUTS[kind]]
+
+
+def double_round(tosa: bytes) -> bytes:
+    """The TOSA graph with every RESCALE's rounding mode set to DOUBLE_ROUND (patched in
+    place: ExecuTorch writes the field, SINGLE_ROUND, so it is in the flatbuffer)."""
+    import struct
+
+    from tosa.Op import Op
+    from tosa.RescaleAttribute import RescaleAttribute
+    from tosa.RoundingMode import RoundingMode
+    from tosa.TosaGraph import TosaGraph
+
+    buf = bytearray(tosa)
+    graph = TosaGraph.GetRootAs(buf, 0)
+    n = 0
+    for r in range(graph.RegionsLength()):
+        region = graph.Regions(r)
+        for b in range(region.BlocksLength()):
+            block = region.Blocks(b)
+            for i in range(block.OperatorsLength()):
+                op = block.Operators(i)
+                if op.Op() != Op.RESCALE:
+                    continue
+                t = op.Attribute()
+                attr = RescaleAttribute()
+                attr.Init(t.Bytes, t.Pos)
+                field = attr._tab.Offset(6)  # rounding_mode (field 1)
+                if field == 0 or attr.RoundingMode() != RoundingMode.SINGLE_ROUND:
+                    raise RuntimeError(f"RESCALE {i}: rounding mode {attr.RoundingMode()}, "
+                                       "expected an explicit SINGLE_ROUND")
+                struct.pack_into("<I", buf, attr._tab.Pos + field, RoundingMode.DOUBLE_ROUND)
+                n += 1
+    if n == 0:
+        raise RuntimeError("the TOSA graph has no RESCALE to switch to DOUBLE_ROUND")
+    return bytes(buf)
 
 
 # ---- cache --------------------------------------------------------------------------------
@@ -164,11 +254,12 @@ def export(name: str, workdir: str) -> tuple[bytes, dict]:
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from executorch.backends.arm.quantizer import (EthosUQuantizer, TOSAQuantizer,
+                                                   get_symmetric_a16w8_quantization_config,
                                                    get_symmetric_quantization_config)
 
     spec = SPECS[name]
     module = make_model(spec.model).eval()
-    example = (torch.from_numpy(model_input(spec.model, 123)),)
+    example = tuple(torch.from_numpy(a) for a in model_inputs(spec.model, 123))
     if spec.target.startswith("ethos"):
         from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
 
@@ -181,19 +272,37 @@ def export(name: str, workdir: str) -> tuple[bytes, dict]:
         cs = TosaCompileSpec(spec.target)
         quantizer = TOSAQuantizer(cs) if "INT" in spec.target else None
         partitioner = TOSAPartitioner(cs)
-    with torch.no_grad():
+    config = get_symmetric_a16w8_quantization_config() if spec.quant == "a16w8" \
+        else get_symmetric_quantization_config()
+    with torch.no_grad(), _double_round_for_vela(spec.double_round):
         ep = torch.export.export(module, example)
         if quantizer is not None:
-            quantizer.set_global(get_symmetric_quantization_config())
+            quantizer.set_global(config)
             prepared = prepare_pt2e(ep.module(check_guards=False), quantizer)
             for seed in range(4):  # calibration
-                prepared(torch.from_numpy(model_input(spec.model, 200 + seed)))
+                prepared(*(torch.from_numpy(a) for a in model_inputs(spec.model, 200 + seed)))
             ep = torch.export.export(convert_pt2e(prepared), example)
         edge = to_edge_transform_and_lower(ep, partitioner=[partitioner])
         meta = _qparams(edge.exported_program().graph)
         pte = edge.to_executorch().buffer
     meta.update(target=spec.target, model=spec.model)
     return pte, meta
+
+
+@contextlib.contextmanager
+def _double_round_for_vela(on: bool):
+    """While exporting: vela gets the TOSA graph with DOUBLE_ROUND RESCALEs."""
+    if not on:
+        yield
+        return
+    from unittest import mock
+
+    from executorch.backends.arm.ethosu import backend as arm_ethosu
+
+    compile_ = arm_ethosu.vela_compile
+    with mock.patch.object(arm_ethosu, "vela_compile",
+                           lambda tosa, *a, **k: compile_(double_round(tosa), *a, **k)):
+        yield
 
 
 def _build(name: str) -> None:
@@ -207,6 +316,8 @@ def _build(name: str) -> None:
             if len(found) != 1:
                 raise RuntimeError(f"expected one dumped TOSA graph in {tmp}, found {found}")
             tosa = Path(found[0]).read_bytes()
+            if SPECS[name].double_round:  # the graph vela was given
+                tosa = double_round(tosa)
     _write(p["pte"], pte)
     if tosa is not None:
         _write(p["tosa"], tosa)
@@ -227,7 +338,7 @@ def get_fixture(name: str) -> Fixture:
         meta = json.loads(p["json"].read_text())
         spec = SPECS[name]
         tosa = p["tosa"] if spec.target.startswith("ethos") else None
-        _MEMO[name] = Fixture(name, p["pte"], tosa, [model_input(spec.model, 7)], meta)
+        _MEMO[name] = Fixture(name, p["pte"], tosa, model_inputs(spec.model, 7), meta)
     return _MEMO[name]
 
 
