@@ -273,6 +273,7 @@ class Graph:
             bufs.append(("t", t.buf, vk.FORMATS[t.dtype.name], t.dtype.itemsize))
         for name, t in outs:
             defs.append((f"T_{name}", t.glsl))
+            defs.append((f"CV_{name}", "f16rne" if t.dtype == np.float16 else t.glsl))
             bufs.append(("s", t.buf, 0, 0))
         if any(n > m for n, m in zip(groups, self.dev.max_groups)):
             raise ExecuTorchError(ErrorCode.NotSupported,

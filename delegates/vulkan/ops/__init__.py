@@ -108,11 +108,10 @@ def numel(shape) -> int:
 
 
 def ct_of(dtype) -> tuple[str, tuple]:
-    """(compute type, extra defines) for elementwise math producing/consuming ``dtype``."""
-    k = dtype.name
-    if k == "float16":
-        return "float16_t", ()
-    if k == "float32":
+    """(compute type, extra defines) for elementwise math producing/consuming ``dtype``.
+    float16 is computed on in float and rounded once, on the store (as torch's CPU half
+    kernels do): fp16 arithmetic would round every step, with the device's rounding mode."""
+    if dtype.kind == "f":
         return "float", ()
     return "int", (("INT_CT", 1),)
 

@@ -105,9 +105,10 @@ BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3, "pow": 4, "maximum": 5, "minim
 _COMPARE = {7, 8, 9, 10, 11, 12, 13, 14, 18}
 
 
-def binary(g, a, b, out, code, alpha=1, where="", scalar=None, qadd=None):
+def binary(g, a, b, out, code, alpha=1, where="", scalar=None, qadd=None, addend=None):
     """out = a (op) b; ``b`` is a Tensor, or None with ``scalar`` a Python number.
-    ``qadd`` = (a_scale, a_zp, b_scale, b_zp, 1 / y_scale, y_zp): int8 add (q8ta_add)."""
+    ``qadd`` = (a_scale, a_zp, b_scale, b_zp, 1 / y_scale, y_zp): int8 add (q8ta_add).
+    ``addend``: a tensor of b's shape, out = a * b + addend (code 2) rounded once."""
     if qadd is not None:
         ct, extra = "float", (("QADD", 1),)
     elif code in _COMPARE:
@@ -126,6 +127,10 @@ def binary(g, a, b, out, code, alpha=1, where="", scalar=None, qadd=None):
     def word(v):
         return int(v) if is_int else float(v)
     bt = b if b is not None else a
+    if addend is not None and (code != 2 or b is None or addend.dims != b.dims):
+        raise bad(where, "an addend needs a multiply by a tensor of its shape")
+    extra += (("AFFINE", 1),) if addend is not None else ()
+    ins = [("A", a), ("B", bt)] + ([("C", addend)] if addend is not None else [])
     defines = (("OP", code), ("CT", ct)) + extra
     head = (word(alpha), int(b is None), word(scalar if scalar is not None else 0))
     tail = () if qadd is None else (float(qadd[0]), int(qadd[1]), float(qadd[2]), int(qadd[3]),
@@ -141,8 +146,7 @@ def binary(g, a, b, out, code, alpha=1, where="", scalar=None, qadd=None):
         sb = broadcast_strides(b.shape, shape) if b is not None else [0] * len(shape)
         sz, (sa, sb) = coalesce(shape, sa, sb)
         p = pack(n, len(sz), *head, *dims8(sz, 1), *dims8(sa), *dims8(sb), *tail)
-        return [g.dispatch("binary", defines, [("A", a), ("B", bt)], [("Y", out)], p,
-                           g.groups(n), where)]
+        return [g.dispatch("binary", defines, ins, [("Y", out)], p, g.groups(n), where)]
     return plan
 
 

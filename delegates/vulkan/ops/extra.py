@@ -40,12 +40,15 @@ def _bitwise_not(g, args, where):
     return unary(g, x, out, 26 if x.dtype.name == "bool" else 35, where=where)
 
 
-def _fill_range(g, out, start, step, shape_fn, where):
+def _fill_range(g, out, args_fn, shape_fn, where):
+    """out[i] = start + i * step, ``args_fn() -> (start, step)`` read at plan time (a SymInt
+    may change between executions)."""
     ct, defs = ct_of(out.dtype)
     conv = int if ct == "int" else float
     defines = (("FILL", 1),) + defs
 
     def plan():
+        start, step = args_fn()
         out.resize(shape_fn(), where)
         n = out.numel
         p = pack(n, 1, conv(start), 0, *dims8([n], 1), conv(step), *dims8([0])[1:],
@@ -58,18 +61,25 @@ def _fill_range(g, out, start, step, shape_fn, where):
 def _arange(g, args, where):
     nargs(args, 4, where)
     out = g.t(args[-1], where)
-    start, end = g.val(args[0]), g.val(args[1])
-    step = g.val(args[2]) if g.val(args[2]) is not None else 1
-    if not all(isinstance(v, (int, float)) for v in (start, end, step)) or step == 0:
-        raise bad(where, f"arange({start}, {end}, {step})")
-    return _fill_range(g, out, start, step,
-                       lambda: [max(0, math.ceil((end - start) / step))], where)
+
+    def bounds():  # start, end and step may be SymInts
+        start, end = g.val(args[0]), g.val(args[1])
+        step = g.val(args[2]) if g.val(args[2]) is not None else 1
+        if not all(isinstance(v, (int, float)) for v in (start, end, step)) or step == 0:
+            raise bad(where, f"arange({start}, {end}, {step})")
+        return start, end, step
+
+    def shape():
+        start, end, step = bounds()
+        return [max(0, math.ceil((end - start) / step))]
+    bounds()
+    return _fill_range(g, out, lambda: bounds()[::2], shape, where)
 
 
 @op("aten.scalar_tensor.default")
 def _scalar_tensor(g, args, where):
     out = g.t(args[-1], where)
-    return _fill_range(g, out, g.val(args[0]), 0, lambda: list(out.dims), where)
+    return _fill_range(g, out, lambda: (g.val(args[0]), 0), lambda: list(out.dims), where)
 
 
 @op("aten.copy.default")
@@ -141,7 +151,7 @@ def _upsample(g, args, where):
     nargs(args, 3, where)
     x, out = g.t(args[0], where), g.t(args[-1], where)
     nearest = "nearest" in where
-    size = _size_arg(g, args[1], where)
+    _size_arg(g, args[1], where)  # checked now, read at plan time: sizes may be SymInts
     align = False if nearest else bool(g.val(args[2]))
     sv = g.val(args[2 if nearest else 3]) if len(args) > (3 if nearest else 4) else None
     scales = None if sv is None else [float(v) for v in sv]
@@ -151,6 +161,7 @@ def _upsample(g, args, where):
         if len(x.shape) != 4:
             raise bad(where, f"input {list(x.shape)}")
         N, C, IH, IW = x.shape
+        size = _size_arg(g, args[1], where)
         if size is not None:
             OH, OW = size
         elif scales is not None:

@@ -2,6 +2,7 @@
 rotary embeddings (``rope.comp``), SymInts read from tensors."""
 from __future__ import annotations
 
+from cython_ext.errors import ErrorCode
 from delegates.vulkan.commands import pack
 from delegates.vulkan.graph import SymInt, Tensor, ValueList
 from delegates.vulkan.ops import bad, nargs, norm_dim, numel, op, unsupported
@@ -93,7 +94,10 @@ def _sym_size(g, args, where):
     return plan
 
 
-def _symint_binary(fn):
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _symint_binary(name, fn):
     def build(g, args, where):
         nargs(args, 3, where)
         out = g.values[args[-1]]
@@ -102,18 +106,27 @@ def _symint_binary(fn):
 
         def plan():
             a, b = g.ival(args[0], where), g.ival(args[1], where)
-            out.value = fn(a, b)
+            if name == "floordiv" and b == 0:
+                raise bad(where, f"SymInt {name}({a}, {b}): division by zero",
+                          ErrorCode.InvalidArgument)
+            v = fn(a, b)
+            if not _INT64[0] <= v <= _INT64[1]:
+                raise bad(where, f"SymInt {name}({a}, {b}) = {v} overflows int64",
+                          ErrorCode.InvalidArgument)
+            out.value = v
             return []
         return plan
     return build
 
 
+# Python operators on SymInts (node.target.__name__): exact integers, floor division as in
+# Python; a result outside int64 or a division by zero is an error, never a wrapped value
 _SYMINT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-               "floordiv": lambda a, b: a // b if b else 0, "lt": lambda a, b: int(a < b),
+               "floordiv": lambda a, b: a // b, "lt": lambda a, b: int(a < b),
                "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
                "le": lambda a, b: int(a <= b), "eq": lambda a, b: int(a == b)}
-for _name, _fn in _SYMINT_OPS.items():  # Python operators on SymInts (node.target.__name__)
-    op(_name)(_symint_binary(_fn))
+for _name, _fn in _SYMINT_OPS.items():
+    op(_name)(_symint_binary(_name, _fn))
 
 
 @op("_assert_scalar.default", "sym_constrain_range_for_size.default")

@@ -161,7 +161,7 @@ for _name, _ov, _kind in (("sum", "dim_IntList", "list"), ("mean", "dim", "list"
 @op("aten._native_batch_norm_legit_no_training.default")
 def _batch_norm(g, args, where):
     """y = (x - mean) * rsqrt(var + eps) * w + b per channel (dim 1): folded at load into a
-    scale and a shift, then two broadcast binary ops."""
+    scale and a shift, then one broadcast multiply-add (binary.comp's AFFINE)."""
     import numpy as np
     from delegates.vulkan.ops.elementwise import binary
     nargs(args, 8, where)
@@ -182,7 +182,7 @@ def _batch_norm(g, args, where):
     scale = host(w, 1.0) / np.sqrt(host(rv, 0.0) + eps)
     shift = host(b, 0.0) - host(rm, 0.0) * scale
     shape = [C] + [1] * (len(x.dims) - 2)
-    ts = [g.const_tensor(v.astype(x.dtype).reshape(shape)) for v in (scale, shift)]
-    p1 = binary(g, x, ts[0], out, 2, where=where)
-    p2 = binary(g, out, ts[1], out, 0, where=where)
-    return lambda: p1() + p2()
+    # fp32 constants and one fused multiply-add: an fp16 graph rounds once, on the store
+    scale_t, shift_t = (g.const_tensor(v.astype(np.float32).reshape(shape))
+                        for v in (scale, shift))
+    return binary(g, x, scale_t, out, 2, where=where, addend=shift_t)

@@ -4,11 +4,17 @@
 // P: [n, nd, alpha, b_is_scalar, b_scalar, sizes[8], a_strides[8], b_strides[8],
 //     (QADD:) a_scale, a_zp, b_scale, b_zp, 1 / y_scale, y_zp]
 // QADD: int8 a + alpha * b, dequantized, added in float, requantized.
+// AFFINE (with OP_MUL): a * b + c, c read with b's strides, rounded once.
 #include "common.glsl"
 layout(local_size_x = LOCAL_X) in;
 IN(1, A)
 IN(2, B)
+#ifdef AFFINE
+IN(3, C)
+OUT(4, Y, y)
+#else
 OUT(3, Y, y)
+#endif
 
 #define OP_ADD 0
 #define OP_SUB 1
@@ -43,7 +49,7 @@ void main() {
 #ifdef QADD
   float qa = (float(LD(A, strided(i, nd, 5, 13))) - float(P(30))) * PF(29);
   float qb = (float(LD(B, strided(i, nd, 5, 21))) - float(P(32))) * PF(31);
-  y[i] = T_Y(clamp(roundEven((qa + PF(2) * qb) * PF(33)) + float(P(34)), -128.0, 127.0));
+  y[i] = CV_Y(clamp(roundEven((qa + PF(2) * qb) * PF(33)) + float(P(34)), -128.0, 127.0));
   return;
 #endif
   CT av = CT(LD(A, strided(i, nd, 5, 13)));
@@ -55,6 +61,9 @@ void main() {
   r = av - SCALAR(P(2)) * bv;
 #elif OP == OP_MUL
   r = av * bv;
+#ifdef AFFINE
+  r += CT(LD(C, strided(i, nd, 5, 21)));
+#endif
 #elif OP == OP_DIV
   r = CT(float(av) / float(bv));
 #elif OP == OP_POW
@@ -92,5 +101,5 @@ void main() {
   float fa = float(av), fb = float(bv);
   r = CT(fa - fb * floor(fa / fb));
 #endif
-  y[i] = T_Y(r);
+  y[i] = CV_Y(r);
 }

@@ -96,9 +96,9 @@ void main() {
       if (ow0 + j >= OW) continue;
 #ifdef QUANT
       float v = clamp(float(acc[t][j]) * sc + b, lo, hi);
-      y[yb + ow0 + j] = T_Y(clamp(roundEven(v * PF(25)) + float(P(26)), -128.0, 127.0));
+      y[yb + ow0 + j] = CV_Y(clamp(roundEven(v * PF(25)) + float(P(26)), -128.0, 127.0));
 #else
-      y[yb + ow0 + j] = T_Y(clamp(acc[t][j] + b, lo, hi));
+      y[yb + ow0 + j] = CV_Y(clamp(acc[t][j] + b, lo, hi));
 #endif
     }
   }

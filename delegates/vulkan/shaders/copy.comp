@@ -21,13 +21,13 @@ void main() {
   int o = P(3) + strided(i, nd, 4, 20);
 #ifdef FILL
 #ifdef INT_CT
-  y[o] = T_Y(P(2) + int(i) * P(12));  // P(12): the step of arange (0 for a fill)
+  y[o] = CV_Y(P(2) + int(i) * P(12));  // P(12): the step of arange (0 for a fill)
 #else
-  y[o] = T_Y(PF(2) + float(i) * PF(12));
+  y[o] = CV_Y(PF(2) + float(i) * PF(12));
 #endif
 #elif defined(TO_BOOL)
-  y[o] = T_Y(bool(LD(X, P(2) + strided(i, nd, 4, 12))));
+  y[o] = CV_Y(bool(LD(X, P(2) + strided(i, nd, 4, 12))));
 #else
-  y[o] = T_Y(LD(X, P(2) + strided(i, nd, 4, 12)));
+  y[o] = CV_Y(LD(X, P(2) + strided(i, nd, 4, 12)));
 #endif
 }

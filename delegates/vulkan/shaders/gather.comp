@@ -17,5 +17,5 @@ void main() {
   int o = int(i / uint(inner * J));
   int r = int(LD(IDX, j));
   r = clamp(r < 0 ? r + xdim : r, 0, xdim - 1);
-  y[i] = T_Y(LD(X, (o * xdim + r) * inner + k));
+  y[i] = CV_Y(LD(X, (o * xdim + r) * inner + k));
 }

@@ -73,9 +73,9 @@ void main() {
       if (has_bias) v += beta * float(LD(BIAS, bias0 + m * bsm + n * bsn));
       v = clamp(v, lo, hi);
 #ifdef QUANT
-      y[cb + m * N + n] = T_Y(clamp(roundEven(v * PF(25)) + float(P(26)), -128.0, 127.0));
+      y[cb + m * N + n] = CV_Y(clamp(roundEven(v * PF(25)) + float(P(26)), -128.0, 127.0));
 #else
-      y[cb + m * N + n] = T_Y(v);
+      y[cb + m * N + n] = CV_Y(v);
 #endif
     }
   }

@@ -32,7 +32,7 @@ void main() {
       if (isnan(v)) { kh = KH; break; }
     }
   }
-  y[i] = T_Y(best);
+  y[i] = CV_Y(best);
 #ifdef WITH_INDICES
   idx[i] = arg;
 #endif
@@ -45,6 +45,6 @@ void main() {
   for (int ih = hs; ih < min(h0 + KH, IH); ++ih)
     for (int iw = ws; iw < min(w0 + KW, IW); ++iw) { s += float(LD(X, xb + ih * IW + iw)); ++cnt; }
   int div = P(14) != 0 ? P(14) : (P(13) != 0 ? pool : cnt);
-  y[i] = T_Y(s / float(max(div, 1)));
+  y[i] = CV_Y(s / float(max(div, 1)));
 #endif
 }

@@ -40,8 +40,8 @@ void main() {
   acc *= PF(20);
 #endif
 #if OP == 4 || OP == 5
-  y[i] = T_Y(arg);
+  y[i] = CV_Y(arg);
 #else
-  y[i] = T_Y(acc);
+  y[i] = CV_Y(acc);
 #endif
 }

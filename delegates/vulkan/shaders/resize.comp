@@ -17,7 +17,7 @@ void main() {
   float sh = PF(5), sw = PF(6);
 #ifdef NEAREST
   int ih = min(int(floor(float(oh) * sh)), IH - 1), iw = min(int(floor(float(ow) * sw)), IW - 1);
-  y[i] = T_Y(LD(X, xb + ih * IW + iw));
+  y[i] = CV_Y(LD(X, xb + ih * IW + iw));
 #else
   float fh = P(7) != 0 ? float(oh) * sh : max((float(oh) + 0.5) * sh - 0.5, 0.0);
   float fw = P(7) != 0 ? float(ow) * sw : max((float(ow) + 0.5) * sw - 0.5, 0.0);
@@ -28,6 +28,6 @@ void main() {
                           lw * float(LD(X, xb + h0 * IW + w1))) +
             lh * ((1.0 - lw) * float(LD(X, xb + h1 * IW + w0)) +
                   lw * float(LD(X, xb + h1 * IW + w1)));
-  y[i] = T_Y(v);
+  y[i] = CV_Y(v);
 #endif
 }

@@ -20,6 +20,6 @@ void main() {
   int f = P(4) != 0 ? (s * H + h) * D2 + i : s * D2 + i;
   float c = float(LD(COS, f)), sn = float(LD(SIN, f));
   float xr = float(LD(X, 2 * int(p))), xi = float(LD(X, 2 * int(p) + 1));
-  y[2 * p] = T_Y(xr * c - xi * sn);
-  y[2 * p + 1] = T_Y(xr * sn + xi * c);
+  y[2 * p] = CV_Y(xr * c - xi * sn);
+  y[2 * p + 1] = CV_Y(xr * sn + xi * c);
 }

@@ -76,9 +76,9 @@ void main() {
 #endif
     if (P(4) != 0) v *= float(LD(W, wk));
     if (P(5) != 0) v += float(LD(B, wk));
-    y[base + k * inner] = T_Y(v);
+    y[base + k * inner] = CV_Y(v);
   }
-  if (t == 0u && OP != 1) { mean_out[row] = T_MEAN(mu); rstd_out[row] = T_RSTD(rstd); }
+  if (t == 0u && OP != 1) { mean_out[row] = CV_MEAN(mu); rstd_out[row] = CV_RSTD(rstd); }
 #else
   float m = -1.0 / 0.0;
   for (int k = int(t); k < R; k += 64) m = max(m, float(LD(X, base + k * inner)));
@@ -89,9 +89,9 @@ void main() {
   for (int k = int(t); k < R; k += 64) {
     float v = float(LD(X, base + k * inner)) - m;
 #if OP == 2
-    y[base + k * inner] = T_Y(exp(v) / s);
+    y[base + k * inner] = CV_Y(exp(v) / s);
 #else
-    y[base + k * inner] = T_Y(v - log(s));
+    y[base + k * inner] = CV_Y(v - log(s));
 #endif
   }
 #endif

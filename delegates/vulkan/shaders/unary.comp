@@ -139,5 +139,5 @@ void main() {
   float d = max((f - float(P(3))) * PF(1), 0.0);
   r = CT(clamp(roundEven(d * PF(2)) + float(P(6)), -128.0, 127.0));
 #endif
-  y[i] = T_Y(r);
+  y[i] = CV_Y(r);
 }

@@ -13,5 +13,5 @@ void main() {
   if (i >= uint(P(0))) return;
   int nd = P(1);
   bool cv = bool(LD(C, strided(i, nd, 2, 10)));
-  y[i] = cv ? T_Y(LD(A, strided(i, nd, 2, 18))) : T_Y(LD(B, strided(i, nd, 2, 26)));
+  y[i] = cv ? CV_Y(LD(A, strided(i, nd, 2, 18))) : CV_Y(LD(B, strided(i, nd, 2, 26)));
 }
