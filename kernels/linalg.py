@@ -50,21 +50,22 @@ def ordered_matmul(a, b, dtype=None):
     k = a.shape[-1]
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     acc = np.zeros(shape, dtype)
-    if prod(shape) >= _SMALL_OUT:
-        tmp = np.empty(shape, dtype)
-        for t in range(k):
-            np.multiply(a[..., t, None], b[..., t, None, :], out=tmp)
-            acc += tmp
-        return acc
-    # Few outputs, typically a long k: products laid out along a last axis behind the
-    # running value, summed by cumsum (numpy's accumulate is sequential), chunk by chunk.
-    bt = np.swapaxes(b, -1, -2)[..., None, :, :]
-    at = a[..., :, None, :]
-    step = max(1, _CHUNK // max(prod(shape), 1))
-    for t0 in range(0, k, step):
-        p = at[..., t0:t0 + step] * bt[..., t0:t0 + step]
-        acc = np.cumsum(np.concatenate([acc[..., None], p], axis=-1), axis=-1,
-                        dtype=dtype)[..., -1]
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN: IEEE, as in C++
+        if prod(shape) >= _SMALL_OUT:
+            tmp = np.empty(shape, dtype)
+            for t in range(k):
+                np.multiply(a[..., t, None], b[..., t, None, :], out=tmp)
+                acc += tmp
+            return acc
+        # Few outputs, typically a long k: products laid out along a last axis behind the
+        # running value, summed by cumsum (numpy's accumulate is sequential), chunk by chunk.
+        bt = np.swapaxes(b, -1, -2)[..., None, :, :]
+        at = a[..., :, None, :]
+        step = max(1, _CHUNK // max(prod(shape), 1))
+        for t0 in range(0, k, step):
+            p = at[..., t0:t0 + step] * bt[..., t0:t0 + step]
+            acc = np.cumsum(np.concatenate([acc[..., None], p], axis=-1), axis=-1,
+                            dtype=dtype)[..., -1]
     return acc
 
 

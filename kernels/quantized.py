@@ -229,7 +229,10 @@ def choose_qparams(xmin, xmax, qmin: int, qmax: int):
     lo, hi = xmin / scale, xmax / scale
     zp_lo, zp_hi = qmin - lo, qmax - hi
     initial = np.where(abs(qmin) - np.abs(lo) < abs(qmax) - np.abs(hi), zp_lo, zp_hi)
-    zp = np.clip(np.rint(initial), qmin, qmax).astype(np.int64)
+    # A NaN input leaves a NaN here, which the C++ kernel casts to an integer: what x86
+    # gives (the integer indefinite, INT64_MIN), written out so no CPU depends on the cast
+    nudged = np.clip(np.rint(initial), qmin, qmax)
+    zp = np.where(np.isnan(nudged), np.iinfo(np.int64).min, nudged).astype(np.int64)
     return scale, zp
 
 

@@ -25,6 +25,7 @@ This file holds no jitted code: it is left out of the kernels' cache keys.
 from __future__ import annotations
 
 import os
+import warnings
 import threading
 
 from kernels.fast import deferred, objcache
@@ -86,10 +87,15 @@ def compile_kernel(py_fn):
         return c
     _numba_ready(py_fn)
     from numba import cfunc
+    from numba.core.errors import NumbaIRAssumptionWarning
 
     # error_model="numpy": x / 0.0 gives inf/nan as in ATen instead of raising
     # (a Python exception cannot be raised from a kernel running without the GIL).
-    res = cfunc(kernel_sig(), cache=True, **_OPTIONS)(py_fn)
+    with warnings.catch_warnings():
+        # Numba's inliner notes a variable of an inlined overload's lambda (``nb.cast_like``)
+        # leaving scope: about its own IR, nothing about the kernel
+        warnings.simplefilter("ignore", NumbaIRAssumptionWarning)
+        res = cfunc(kernel_sig(), cache=True, **_OPTIONS)(py_fn)
     try:
         obj = res._library.serialize_using_object_code()[2][0]
         magic = res._library.codegen.magic_tuple()
