@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import sys
 import threading
 import time
@@ -50,6 +51,7 @@ MAX_BODY = 256 * 2**20
 IDLE_TIMEOUT = 20.0  # s without a byte from the client
 REQUEST_TIMEOUT = 30.0  # s from a request's first byte to its last
 MAX_CONNECTIONS = 256
+MAX_REFUSING = 64  # connections being answered 503 at once; beyond, closed unanswered
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -207,7 +209,8 @@ class PteServer(ThreadingHTTPServer):
         self.max_connections = int(max_connections)
         self._open = 0  # connections with a handler thread
         self._open_lock = threading.Lock()
-        self.refused = 0  # connections answered 503 for the bound
+        self.refused = 0  # connections refused for the bound
+        self._refusing = 0  # of them, being answered 503 now
         self.metadata = {
             "method": method, "tier": tier, "workers": self.pool.size,
             "inputs": [_describe(i) for i in self.meta.inputs],
@@ -231,16 +234,37 @@ class PteServer(ThreadingHTTPServer):
                 raise
             return
         self.refused += 1
+        with self._open_lock:
+            answer = self._refusing < MAX_REFUSING
+            self._refusing += answer
+        if not answer:  # a flood: no thread even to say so
+            self.shutdown_request(request)
+            return
+        threading.Thread(target=self._refuse, args=(request,), daemon=True).start()
+
+    def _refuse(self, request) -> None:
+        """Answer 503 and close; the request is read first (for a second at most), so the
+        client gets the answer instead of a reset for writing to a closed socket."""
         body = json.dumps({"error": f"the server has {self.max_connections} connections open; "
                                     "retry later", "code": "OutOfResources"}).encode()
-        try:  # from the accepting thread: a short answer, never a wait on the client
-            request.settimeout(0.5)
+        try:
+            request.settimeout(1.0)
             request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
                             b"application/json\r\nConnection: close\r\nRetry-After: 1\r\n"
                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            request.shutdown(socket.SHUT_WR)
+            deadline, left = time.monotonic() + 1.0, 1 << 16
+            while left > 0 and time.monotonic() < deadline:
+                chunk = request.recv(min(left, 4096))
+                if not chunk:
+                    break
+                left -= len(chunk)
         except OSError:
             pass
-        self.shutdown_request(request)
+        finally:
+            request.close()
+            with self._open_lock:
+                self._refusing -= 1
 
     def process_request_thread(self, request, client_address):
         try:

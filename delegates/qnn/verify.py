@@ -331,7 +331,10 @@ def _fork_child(folder: str, path: str, soc_model: int, timeout: float) -> tuple
             time.sleep(delay)
             delay = min(2 * delay, 0.01)
         log.seek(0)
-        return rc, log.read()[-4000:].decode("utf-8", "replace")
+        out = log.read()
+        if len(out) > 4000:  # a crash's trace starts it, a refusal's JSON ends it: keep both
+            out = out[:2000] + b"\n...\n" + out[-2000:]
+        return rc, out.decode("utf-8", "replace")
 
 
 if __name__ == "__main__":
