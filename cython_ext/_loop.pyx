@@ -204,7 +204,10 @@ cdef struct Instr:
 
 
 cdef class Loop:
-    """``Loop(n)``; ``set_kernel/set_python/set_jump``; ``run(callback, limit)``."""
+    """``Loop(n)``; ``set_kernel/set_python/set_jump``; ``run(callback, limit, observe)``.
+
+    The one loop of a method, on both tiers: the reference tier leaves every
+    instruction a Python callback; the fast plan binds compiled ones."""
 
     cdef Instr* instrs
     cdef readonly int n
@@ -249,10 +252,11 @@ cdef class Loop:
     def kinds(self):
         return [self.instrs[i].kind for i in range(self.n)]
 
-    def run(self, callback, int64_t limit):
+    def run(self, callback, int64_t limit, bint observe=False):
         """Run to the end. Returns 0, or an error code with ``failed_pc`` set
         (compiled kernel failure), -2 when ``limit`` instructions ran, and
-        re-raises a Python instruction's exception."""
+        re-raises a Python instruction's exception. With ``observe`` every instruction
+        is a ``callback(pc)`` (an observed run: the caller runs each one itself)."""
         cdef int64_t pc = 0, count = 0, status = 0, nxt
         cdef int64_t n = self.n
         cdef Instr* ins
@@ -265,7 +269,11 @@ cdef class Loop:
                     status = -2
                     break
                 ins = &self.instrs[pc]
-                if ins.kind == K_KERNEL:
+                if observe:
+                    with gil:
+                        nxt = callback(pc)
+                    pc = pc + 1 if nxt < 0 else nxt
+                elif ins.kind == K_KERNEL:
                     if ins.nparts:
                         status = ins.fn(ins.prep)
                         if status == SPLIT_WHOLE:  # prep did the whole call (small sizes)

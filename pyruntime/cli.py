@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from cython_ext.errors import ExecuTorchError
+from pyruntime.instructions import Op
 from pyruntime.program import TensorInfo
 from pyruntime.runtime import Runtime
 
@@ -108,9 +109,9 @@ def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
             fused_into = {p for _, _, members in fp.fusions for p in members}
             # what the loop runs split into parts (intra-op threads)
             runs = {**fp.calls, **({pc: r for pc, r, _ in fp.fusions} if fp.fused else {})}
-            for pc, (_, _, ins) in enumerate(fp.flat):
-                if ins[0] == 0:  # a KernelCall
-                    c = compiled.setdefault(ins[5], [0, 0, 0, 0, 0])
+            for pc, ins in enumerate(fp.flat):
+                if ins.op is Op.KERNEL:
+                    c = compiled.setdefault(ins.name, [0, 0, 0, 0, 0])
                     # compiled / reference / folded / fused into a convolution
                     c[3 if pc in fused_into else {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
                     c[4] += pc not in fused_into and kinds[pc] == 0 and len(runs.get(pc, ())) > 2

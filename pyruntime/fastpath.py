@@ -21,7 +21,6 @@ import time
 
 import numpy as np
 
-from cython_ext._loop import Loop
 from cython_ext.desc import DescTable
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
@@ -29,11 +28,12 @@ from kernels.fast import dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
 from kernels.fast.jit import KernelNotReady, compile_now, is_ready
 from pyruntime import fusion
+from pyruntime.instructions import CALLS, Op
 from pyruntime.progress import CompileNotice, background_notice
 from pyruntime.values import ListRef
 
-KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
 BOOL = 11
+_KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 T_DOUBLE, T_INT, T_BOOL = prim.T_DOUBLE, prim.T_INT, prim.T_BOOL
 
 
@@ -60,14 +60,9 @@ class FastPlan:
     def __init__(self, method):
         self.m = method
         values = method.values
-        self.flat = []
-        offsets = []
-        for c, instrs in enumerate(method.instructions):
-            offsets.append(len(self.flat))
-            self.flat += [(c, len(instrs), ins) for ins in instrs]
-        self.offsets = offsets
+        self.flat = method.flat  # the instruction records, by pc
+        self.offsets = method.offsets
         self.folded = self._fold_constant_permutes(values)
-        self.folded_ins = {id(self.flat[pc][2]) for pc in self.folded}
         buffers = list(method.arenas) + [method.program._data]
         buffers += [v.storage for v in values if isinstance(v, ETensor) and v.storage is not None]
         self.table = DescTable(values, buffers)
@@ -80,13 +75,14 @@ class FastPlan:
         # scalar slots written at run time: their records are synced around Python calls
         self.dyn_scalars = {j for j in dynamic if not isinstance(values[j], (ETensor, ListRef))}
         self.repointed = set()  # tensors whose data pointer compiled et_view changes
-        self.loop = Loop(len(self.flat))
+        self.loop = method.loop  # the one loop: this plan binds its compiled instructions
         self.ctx = BindContext(self.table, rows, [], method.threads)
         self.sync = []  # per pc: value indices whose tensors are synced around Python calls
         self.scalar_in = []  # per pc: run-time scalars a Python call reads
         self.scalar_out = []  # per pc: run-time scalars a Python call writes
         self.compiled = 0
-        self.kernels = {}  # pc -> (fn, block): one call doing the whole (event tracers)
+        self.kernels = {}  # pc -> (fn, block): one call doing the whole (observed runs)
+        self._whole_cache = None
         self.calls = {}  # pc -> what the loop runs (``Loop.set_kernel``'s arguments)
         self.explain = {}  # pc -> explain(status) of a compiled delegate call
         self.dynamic = dynamic
@@ -97,9 +93,9 @@ class FastPlan:
         self._next_poll = 0.0
         # kernels not in the on-disk cache compile here: say so when it takes a while
         with CompileNotice(f"method {method.name!r}", len(self.flat)) as notice:
-            for pc, (c, n, ins) in enumerate(self.flat):
+            for pc, ins in enumerate(self.flat):
                 notice.step(pc)
-                self._setup(pc, c, n, ins, values, dynamic)
+                self._setup(pc, ins, values, dynamic)
         # load-time fusion (``pyruntime.fusion``): (conv pc, fused (fn, block), other pcs)
         self.fusions = []
         self.fused = False
@@ -151,33 +147,33 @@ class FastPlan:
             self.fused = on
         return was
 
-    def _setup(self, pc, c, n, ins, values, dynamic):
-        kind, fn, args, nargs, lists, name, src_pc = ins
+    def _setup(self, pc, ins, values, dynamic):
         self.sync.append(self._sync_indices(ins, values))
         self._scalar_sync(ins, values)
         if pc in self.folded:
             self.loop.set_nop(pc)
-        elif kind in (KERNEL, DELEGATE):
+        elif ins.op in CALLS:
             self._compile(pc)
-        elif kind == JUMP_FALSE and args <= n:
-            cond = values[fn]
-            if isinstance(cond, ETensor) and cond.scalar_type == BOOL and fn not in dynamic \
-                    and fn not in self.dataless:
-                self.loop.set_jump_false_tensor(pc, self.table.addr(fn), self.offsets[c] + args)
+        elif ins.op is Op.JUMP_FALSE and ins.dest <= len(self.m.instructions[ins.chain]):
+            j, dest = ins.cond, self.offsets[ins.chain] + ins.dest
+            cond = values[j]
+            if isinstance(cond, ETensor) and cond.scalar_type == BOOL and j not in dynamic \
+                    and j not in self.dataless:
+                self.loop.set_jump_false_tensor(pc, self.table.addr(j), dest)
             elif isinstance(cond, bool):
-                self.loop.set_jump_false_tensor(pc, self._bool_desc(fn), self.offsets[c] + args)
+                self.loop.set_jump_false_tensor(pc, self._bool_desc(j), dest)
 
     def _compile(self, pc) -> bool:
         """Bind instruction ``pc`` to a compiled kernel if it has one; False leaves it on the
         reference kernel (for good, or until ``poll`` finds its kernel compiled)."""
-        c, n, ins = self.flat[pc]
+        ins = self.flat[pc]
         values, dynamic = self.m.values, self.dynamic
         try:
-            if ins[0] == KERNEL:
+            if ins.op is Op.KERNEL:
                 ok = not self._reads_dataless(ins, values) and \
-                    self._bind(pc, c, ins, values, dynamic)
+                    self._bind(pc, ins, values, dynamic)
             else:
-                ok = self._bind_delegate(pc, c, ins, values, dynamic)
+                ok = self._bind_delegate(pc, ins, values, dynamic)
         except KernelNotReady as e:
             self.pending[pc] = e.fn
             return False
@@ -242,21 +238,20 @@ class FastPlan:
         return d.ctypes.data
 
     def _scalar_sync(self, ins, values):
-        kind, fn, args, nargs, lists, name, src_pc = ins
         dyn = self.dyn_scalars
         reads, writes = [], []
-        if kind in (KERNEL, DELEGATE):
-            for j in args:
+        if ins.op in CALLS:
+            for j in ins.args:
                 v = values[j]
                 items = v.items if isinstance(v, ListRef) else (j,)
                 reads += [k for k in items if k in dyn]
-            if kind == KERNEL and args and args[-1] in dyn:
-                writes.append(args[-1])
-        elif kind == MOVE:
-            reads += [fn] if fn in dyn else []
-            writes += [args] if args in dyn else []
-        elif kind == JUMP_FALSE and fn in dyn:
-            reads.append(fn)
+            if ins.op is Op.KERNEL and ins.args and ins.args[-1] in dyn:
+                writes.append(ins.args[-1])
+        elif ins.op is Op.MOVE:
+            reads += [ins.src] if ins.src in dyn else []
+            writes += [ins.dst] if ins.dst in dyn else []
+        elif ins.op is Op.JUMP_FALSE and ins.cond in dyn:
+            reads.append(ins.cond)
         self.scalar_in.append(tuple(dict.fromkeys(reads)))
         self.scalar_out.append(tuple(writes))
 
@@ -279,7 +274,7 @@ class FastPlan:
             return IntSlot(v, self.rec_addr(j) + 8)
         return None
 
-    def _bind(self, pc, c, ins, values, dynamic) -> bool:
+    def _bind(self, pc, ins, values, dynamic) -> bool:
         """Compile one KernelCall, or say it stays on the Python path. A binder that
         fails on values the schema check let through is a load error naming the
         instruction, never an exception of another type."""
@@ -287,22 +282,22 @@ class FastPlan:
             return self._bind_prim(pc, ins, values, dynamic) or \
                 self._bind_kernel(pc, ins, values, dynamic)
         except ExecuTorchError as e:
-            raise e.with_context(self.m._where(c, ins[6], ins[5])) from e
+            raise e.with_context(self.m._where(ins)) from e
         except Exception as e:  # noqa: BLE001 - malformed values a binder did not expect
-            raise invalid_program(f"{self.m._where(c, ins[6], ins[5])}: cannot compile the "
+            raise invalid_program(f"{self.m._where(ins)}: cannot compile the "
                                   f"call: {type(e).__name__}: {e}") from e
 
-    def _bind_delegate(self, pc, c, ins, values, dynamic) -> bool:
+    def _bind_delegate(self, pc, ins, values, dynamic) -> bool:
         """Compile a DelegateCall when its backend has a compiled entry (``bind_fast(handle,
         ctx, args) -> (fn, block, explain) | None``); the tensors must be fixed slots."""
-        kind, (backend, handle), args, nargs, lists, name, src_pc = ins
-        bind = getattr(backend, "bind_fast", None)
-        if bind is None or lists or any(j in dynamic or j in self.dataless for j in args):
+        args = ins.args
+        bind = getattr(ins.backend, "bind_fast", None)
+        if bind is None or ins.lists or any(j in dynamic or j in self.dataless for j in args):
             return False
         try:
-            r = bind(handle, self.ctx, [values[j] for j in args])
+            r = bind(ins.handle, self.ctx, [values[j] for j in args])
         except ExecuTorchError as e:
-            raise e.with_context(self.m._where(c, src_pc, name)) from e
+            raise e.with_context(self.m._where(ins)) from e
         if r is None:
             return False
         fn, block, self.explain[pc] = r
@@ -311,7 +306,7 @@ class FastPlan:
 
     def _bind_prim(self, pc, ins, values, dynamic) -> bool:
         """Compile a prim op over the scalar records (see ``kernels.fast.prim``)."""
-        kind, fn, args, nargs, lists, name, src_pc = ins
+        args, nargs, name = ins.args, ins.nargs, ins.name
         r = None
         if name in prim.OPS:
             out = args[-1] if args else None
@@ -363,6 +358,7 @@ class FastPlan:
         self.loop.set_kernel(pc, *r)
         self.calls[pc] = r
         self.kernels[pc] = r[:2]
+        self._whole_cache = None
 
     def _fold_constant_permutes(self, values) -> set:
         """Turn ``permute_copy`` of a constant (a weight transposed on every run, as
@@ -374,15 +370,16 @@ class FastPlan:
         output, so every reader sees exactly the values the copy would hold.
         """
         writers = {}
-        for pc, (_, _, (kind, fn, args, nargs, lists, name, _)) in enumerate(self.flat):
-            if kind in (KERNEL, DELEGATE) and args:
-                writers.setdefault(args[-1], []).append(pc)
-            elif kind == MOVE:
-                writers.setdefault(args, []).append(pc)
+        for pc, ins in enumerate(self.flat):
+            if ins.op in CALLS and ins.args:
+                writers.setdefault(ins.args[-1], []).append(pc)
+            elif ins.op is Op.MOVE:
+                writers.setdefault(ins.dst, []).append(pc)
         outputs = set(self.m.outputs)
         folded = set()
-        for pc, (_, _, (kind, fn, args, nargs, lists, name, _)) in enumerate(self.flat):
-            if name != "aten::permute_copy.out" or len(args) < 3:
+        for pc, ins in enumerate(self.flat):
+            args = ins.args if ins.op is Op.KERNEL else ()
+            if ins.name != "aten::permute_copy.out" or len(args) < 3:
                 continue
             src, dims, out = values[args[0]], values[args[1]], args[2]
             dst = values[out]
@@ -420,11 +417,12 @@ class FastPlan:
         instruction reading one of these slots stays on the Python path.
         """
         dyn = set()
-        for _, _, (kind, fn, args, nargs, lists, name, pc) in flat:
-            if kind == KERNEL and args and not isinstance(values[args[-1]], (ETensor, ListRef)):
-                dyn.add(args[-1])
-            elif kind == MOVE:
-                dyn.add(args)
+        for ins in flat:
+            if ins.op is Op.KERNEL and ins.args \
+                    and not isinstance(values[ins.args[-1]], (ETensor, ListRef)):
+                dyn.add(ins.args[-1])
+            elif ins.op is Op.MOVE:
+                dyn.add(ins.dst)
         return dyn
 
     @staticmethod
@@ -441,13 +439,13 @@ class FastPlan:
         out = {j for j, v in enumerate(values)
                if isinstance(v, ETensor) and v.storage is None and j not in inputs}
         derived = []
-        for _, _, (kind, fn, args, nargs, lists, name, pc) in flat:
-            if kind == FREE:
-                out.add(fn)
-            elif kind == MOVE:
-                derived.append((fn, args))
-            elif name == "executorch_prim::et_view.default" and len(args) == 3:
-                derived.append((args[0], args[2]))
+        for ins in flat:
+            if ins.op is Op.FREE:
+                out.add(ins.value)
+            elif ins.op is Op.MOVE:
+                derived.append((ins.src, ins.dst))
+            elif ins.name == "executorch_prim::et_view.default" and len(ins.args) == 3:
+                derived.append((ins.args[0], ins.args[2]))
         changed = True
         while changed:
             changed = False
@@ -463,26 +461,23 @@ class FastPlan:
         return any(j in self.dataless for j in self._sync_indices(ins, values))
 
     def _sync_indices(self, ins, values):
-        kind, fn, args, nargs, lists, name, src_pc = ins
-        if kind in (KERNEL, DELEGATE):
+        if ins.op in CALLS:
             idx = []
-            for j in args:
+            for j in ins.args:
                 v = values[j]
                 if isinstance(v, ListRef):
                     idx += [k for k in v.items if k >= 0]
                 else:
                     idx.append(j)
             return tuple(dict.fromkeys(idx))
-        if kind == MOVE:
-            return (fn, args)
-        return (fn,)
+        return ins.values()
 
     def _bind_kernel(self, pc, ins, values, dynamic) -> bool:
-        kind, fn, args, nargs, lists, name, src_pc = ins
+        name = ins.name
         binder = get_binder(name)
         if binder is None:
             return False
-        used = args[:nargs]
+        used = ins.args[:ins.nargs]
         vals = []
         runtime_ints = False  # some Int argument is computed at run time
         for j in used:
@@ -511,20 +506,18 @@ class FastPlan:
         self._set_call(pc, r)
         return True
 
-    # ---- run ------------------------------------------------------------------------
-    def run(self) -> None:
+    # ---- run (the loop is the method's: ``Method._run``) --------------------------------
+    def before_run(self) -> None:
+        """Bind the kernels a background compile delivered since the last look (at most
+        once a second)."""
         if (self.pending or self._also_compile) and time.monotonic() >= self._next_poll:
             self.poll()
-        status = self.loop.run(self._callback, self.m.max_instructions)
-        if status == 0:
-            return
-        if status == -2:
-            raise invalid_program(f"method {self.m.name!r}: more than {self.m.max_instructions} "
-                                  "instructions in one execute (infinite loop?)")
-        self._explain_failure(self.loop.failed_pc, status)
 
-    def _callback(self, pc):
-        c, n, ins = self.flat[pc]
+    def callback(self, pc) -> int:
+        """What the loop calls for an instruction it cannot run in C: the reference kernel
+        (or a move, a jump, a delegate without a compiled entry), its tensors and run-time
+        scalars synchronized with the descriptor table around it."""
+        ins = self.flat[pc]
         values = self.m.values
         table = self.table
         for j in self.sync[pc]:
@@ -533,36 +526,63 @@ class FastPlan:
                 table.pull(j, v)
         if self.scalar_in[pc]:
             self._load_scalars(self.scalar_in[pc])
-        nxt = self.m._exec(ins, c, n)
+        nxt = self.m._exec(ins)
         if self.scalar_out[pc]:
             self._store_scalars(self.scalar_out[pc])
-        kind = ins[0]
-        if kind == MOVE:
-            table.copy_row(ins[1], ins[2])
+        if ins.op is Op.MOVE:
+            table.copy_row(ins.src, ins.dst)
         else:
             for j in self.sync[pc]:
                 v = values[j]
                 if isinstance(v, ETensor):
                     table.push(j, v)
-        return nxt if nxt < 0 else self.offsets[c] + nxt
+        return nxt if nxt < 0 else self.offsets[ins.chain] + nxt
 
-    def _explain_failure(self, pc, status):
+    def step(self, pc) -> int:
+        """Instruction ``pc`` alone, as the loop runs it (for an observed run): a compiled
+        kernel whole (unsplit: the same numbers), its outputs synchronized after it so
+        an observer sees them; a folded instruction does nothing; anything else as
+        ``callback``."""
+        call = self._whole.get(pc)
+        if call is not None:
+            status = call[0](call[1])
+            if status != 0:
+                self.explain_failure(pc, status)
+            values = self.m.values
+            for j in self.sync[pc]:
+                if isinstance(values[j], ETensor):
+                    self.table.pull(j, values[j])
+            if self.scalar_out[pc]:
+                self._load_scalars(self.scalar_out[pc])
+            return -1
+        if pc in self.folded:
+            return -1
+        return self.callback(pc)
+
+    @property
+    def _whole(self) -> dict:
+        """pc -> (ctypes function, block) of each compiled instruction's whole call."""
+        w = self._whole_cache
+        if w is None:
+            w = self._whole_cache = {pc: (_KERNEL_FN(fn), blk)
+                                     for pc, (fn, blk) in self.kernels.items()}
+        return w
+
+    def explain_failure(self, pc, status):
         """A compiled kernel failed: rerun it on the reference kernel for a precise error."""
         if pc in self.runs and self.fused:  # the op of the run that failed
             block, pcs = self.runs[pc]
             failed = (ctypes.c_int64 * 2).from_address(block)[1]
             pc = pcs[failed] if 0 <= failed < len(pcs) else pc
-        c, n, ins = self.flat[pc]
-        name, src_pc = ins[5], ins[6]
+        ins = self.flat[pc]
         try:
             code = ErrorCode(status)
         except ValueError:
             code = ErrorCode.Internal
         if pc in self.explain:  # a compiled delegate call says what failed itself
-            raise ExecuTorchError(code, f"{self.m._where(c, src_pc, name)}: "
-                                        f"{self.explain[pc](status)}")
-        self._callback(pc)
-        raise ExecuTorchError(code, f"{self.m._where(c, src_pc, name)}: compiled kernel failed "
+            raise ExecuTorchError(code, f"{self.m._where(ins)}: {self.explain[pc](status)}")
+        self.callback(pc)
+        raise ExecuTorchError(code, f"{self.m._where(ins)}: compiled kernel failed "
                                     f"with status {status}")
 
     # ---- synchronization for Python-side access --------------------------------------

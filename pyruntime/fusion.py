@@ -35,7 +35,7 @@ while it runs), so every intermediate is observable when tracing asks for it.
 from __future__ import annotations
 
 from cython_ext.tensor import ETensor
-from pyruntime.method import FREE, JUMP_FALSE, KERNEL, MOVE
+from pyruntime.instructions import CALLS, Op
 from pyruntime.values import ListRef
 
 CONV = "aten::convolution.out"
@@ -46,21 +46,21 @@ ACTS = ("aten::hardtanh.out", "aten::clamp.out", "aten::relu.out")
 def _references(flat, values) -> dict:
     """value index -> how many instructions name it (any argument, list items too)."""
     refs: dict = {}
-    for _, _, (kind, fn, args, nargs, lists, name, _) in flat:
-        if kind == MOVE:
-            named = {fn, args}
-        elif kind in (JUMP_FALSE, FREE):
-            named = {fn}
-        else:
-            named = set()
-            for j in args if isinstance(args, (list, tuple)) else ():
-                named.add(j)
+    for ins in flat:
+        named = set(ins.values())
+        if ins.op in CALLS:
+            for j in ins.args:
                 v = values[j]
                 if isinstance(v, ListRef):
                     named.update(v.items)
         for j in named:
             refs[j] = refs.get(j, 0) + 1
     return refs
+
+
+def _jump_targets(plan) -> set:
+    """The pcs some JumpFalse can land on (a group or run never spans one)."""
+    return {plan.offsets[ins.chain] + ins.dest for ins in plan.flat if ins.op is Op.JUMP_FALSE}
 
 
 def _overlap(a: ETensor, b: ETensor) -> bool:
@@ -74,39 +74,39 @@ def find_groups(plan) -> list:
     flat, values = plan.flat, plan.m.values
     refs = _references(flat, values)
     outputs = set(plan.m.outputs) | set(plan.m.inputs)
-    targets = set()  # jump destinations (absolute pcs)
-    for pc, (c, _, (kind, fn, args, *_rest)) in enumerate(flat):
-        if kind == JUMP_FALSE:
-            targets.add(plan.offsets[c] + args)
+    targets = _jump_targets(plan)
 
     def ins(pc):
-        return flat[pc][2] if pc < len(flat) else None
+        return flat[pc] if pc < len(flat) else None
 
     def private(j, count=2):
         return refs.get(j, 0) == count and j not in outputs
 
+    def next_kernel(pc, chain):
+        step = ins(pc)
+        ok = step is not None and step.chain == chain and pc not in targets \
+            and step.op is Op.KERNEL
+        return step if ok else None
+
     groups = []
     pc = 0
     while pc < len(flat):
-        kind, _, args, nargs, _, name, _ = ins(pc)
-        if kind != KERNEL or name != CONV or nargs != 10:
+        conv = ins(pc)
+        if conv.op is not Op.KERNEL or conv.name != CONV or conv.nargs != 10:
             pc += 1
             continue
-        chain = flat[pc][0]
-        members, cur = [], args[9]
+        members, cur = [], conv.args[9]
         nxt = pc + 1
-        step = ins(nxt)
-        if step and flat[nxt][0] == chain and nxt not in targets and step[0] == KERNEL \
-                and step[5] == BN and step[3] == 10 and step[2][0] == cur \
-                and private(cur) and all(private(j, 1) for j in step[2][8:10]):
+        step = next_kernel(nxt, conv.chain)
+        if step and step.name == BN and step.nargs == 10 and step.args[0] == cur \
+                and private(cur) and all(private(j, 1) for j in step.args[8:10]):
             members.append(nxt)
-            cur = step[2][7]
+            cur = step.args[7]
             nxt += 1
-            step = ins(nxt)
-        if step and flat[nxt][0] == chain and nxt not in targets and step[0] == KERNEL \
-                and step[5] in ACTS and step[2][0] == cur and private(cur):
+            step = next_kernel(nxt, conv.chain)
+        if step and step.name in ACTS and step.args[0] == cur and private(cur):
             members.append(nxt)
-            cur = step[2][step[3] - 1]
+            cur = step.args[step.nargs - 1]
         if members and _fusable(plan, pc, members, cur):
             groups.append((pc, members, cur))
             pc = members[-1] + 1
@@ -120,7 +120,7 @@ def _fusable(plan, pc, members, out) -> bool:
     pcs = [pc] + members
     if any(p not in plan.kernels for p in pcs):
         return False  # each must compile alone (the tracer runs them so)
-    tensors = [values[j] for p in pcs for j in plan.flat[p][2][2][:plan.flat[p][2][3]]
+    tensors = [values[j] for p in pcs for j in plan.flat[p].args[:plan.flat[p].nargs]
                if isinstance(values[j], ETensor)]
     return all(t.storage is not None for t in tensors)
 
@@ -131,13 +131,13 @@ def bind_group(plan, pc, members, out):
     from kernels.fast.elementwise import bounds_ok
 
     values = plan.m.values
-    conv = [values[j] for j in plan.flat[pc][2][2][:9]]
+    conv = [values[j] for j in plan.flat[pc].args[:9]]
     for k in (3, 4, 5, 7):  # int lists
         if isinstance(conv[k], ListRef):
             conv[k] = conv[k].resolve(values)
     bn = act = None
     for p in members:
-        _, _, args, _, _, name, _ = plan.flat[p][2]
+        args, name = plan.flat[p].args, plan.flat[p].name
         if name == BN:
             w, b, mean, var, _momentum, eps = (values[j] for j in args[1:7])
             bn = (w, b, mean, var, eps)
@@ -147,7 +147,7 @@ def bind_group(plan, pc, members, out):
             act = ("clamp", values[args[1]], values[args[2]])
             if not bounds_ok(act[1], act[2]):
                 return None
-    conv_out, final = values[plan.flat[pc][2][2][9]], values[out]
+    conv_out, final = values[plan.flat[pc].args[9]], values[out]
     # the planner may give the final out the memory of any tensor the convolution reads
     # (each is dead once it is done): a weight computed at run time (a dequantized one)
     # as well as the input. Written directly, one part's results would overwrite what
@@ -172,10 +172,7 @@ def find_runs(plan, taken=frozenset()) -> list:
         return []
     addr = fixed.address
     flat = plan.flat
-    targets = set()
-    for pc, (c, _, (kind, fn, args, *_rest)) in enumerate(flat):
-        if kind == JUMP_FALSE:
-            targets.add(plan.offsets[c] + args)
+    targets = _jump_targets(plan)
 
     def member(pc):
         r = plan.calls.get(pc)
@@ -188,7 +185,7 @@ def find_runs(plan, taken=frozenset()) -> list:
             continue
         end = pc + 1
         while end < len(flat) and member(end) and end not in targets \
-                and flat[end][0] == flat[pc][0]:
+                and flat[end].chain == flat[pc].chain:
             end += 1
         if end - pc >= MIN_RUN:
             runs.append((pc, list(range(pc + 1, end))))

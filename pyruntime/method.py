@@ -6,21 +6,22 @@ delegates, kernels), bind inputs, execute the chain, return outputs.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
 from cython_ext.dtypes import from_numpy_dtype, scalar_type_name
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import Dynamism, ETensor
+from cython_ext._loop import Loop
 from delegates import backend_registry
 from kernels.registry import get_kernel, has_kernel, missing_operators_error
 from pyruntime import threads as threads_mod
 from pyruntime.argcheck import check_kernel_args
+from pyruntime.instructions import DelegateCall, Free, JumpFalse, KernelCall, Move, Op
 from pyruntime.values import ListRef, ValueBuilder
 
 MAX_INSTRUCTIONS = 10_000_000  # the C++ runtime's infinite-loop guard
-
-KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
 
 
 def _as_array(x):
@@ -70,7 +71,15 @@ class Method:
         self.inputs = self._index_list(plan.inputs, "input", where)
         self.outputs = self._index_list(plan.outputs, "output", where)
         self._bind_unplanned_outputs()
-        self.instructions = self._bind_instructions(where)
+        self.instructions = self._bind_instructions(where)  # per chain: the records
+        self.flat = [ins for chain in self.instructions for ins in chain]  # what pc indexes
+        self.offsets, pc = [], 0  # the pc of each chain's first instruction
+        for chain in self.instructions:
+            self.offsets.append(pc)
+            pc += len(chain)
+        # the one loop (both tiers): every instruction a Python step until the fast plan
+        # binds compiled ones
+        self.loop = Loop(len(self.flat))
         self._fast = None
         if tier not in ("fast", "reference"):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
@@ -176,31 +185,31 @@ class Method:
                     k = get_kernel(name)
                     check_kernel_args(name, args, values, w)
                     n = len(args) if k.arity is None else min(k.arity, len(args))
-                    instrs.append((KERNEL, k.fn, args, n, lists, name, pc))
+                    instrs.append(KernelCall(k.fn, args, n, lists, name, c, pc))
                 elif kind == "DelegateCall":
                     if not 0 <= a.delegate_index < len(self._delegates):
                         raise invalid_program(f"{w}: delegate_index {a.delegate_index} out of "
                                               f"range ({len(self._delegates)} delegates)")
                     backend, handle, bid = self._delegates[a.delegate_index]
-                    instrs.append((DELEGATE, (backend, handle), args, len(args), lists,
-                                   f"delegate {bid}", pc))
+                    instrs.append(DelegateCall(backend, handle, args, lists, f"delegate {bid}",
+                                               c, pc))
                 elif kind == "MoveCall":
                     for j in (a.move_from, a.move_to):
                         if not 0 <= j < nvals:
                             raise invalid_program(f"{w}: move index {j} out of range")
-                    instrs.append((MOVE, a.move_from, a.move_to, 0, (), "move", pc))
+                    instrs.append(Move(a.move_from, a.move_to, c, pc))
                 elif kind == "JumpFalseCall":
                     if not 0 <= a.cond_value_index < nvals:
                         raise invalid_program(f"{w}: condition index {a.cond_value_index} out "
                                               "of range")
                     if a.destination_instruction < 0:
                         raise invalid_program(f"{w}: negative jump destination")
-                    instrs.append((JUMP_FALSE, a.cond_value_index, a.destination_instruction, 0,
-                                   (), "jump_false", pc))
+                    instrs.append(JumpFalse(a.cond_value_index, a.destination_instruction, c,
+                                            pc))
                 elif kind == "FreeCall":
                     if not 0 <= a.value_index < nvals:
                         raise invalid_program(f"{w}: free index {a.value_index} out of range")
-                    instrs.append((FREE, a.value_index, None, 0, (), "free", pc))
+                    instrs.append(Free(a.value_index, c, pc))
             if used_missing:
                 raise missing_operators_error(sorted(used_missing), f"{where} chain {c}")
             bound.append(instrs)
@@ -594,7 +603,8 @@ class Method:
         One ``(instruction index, op name, outputs)`` entry per executed call,
         where outputs are copies of the instruction's last argument (its out
         tensor, scalar or tensor list): the tool for finding the first op that
-        diverges from another runtime.
+        diverges from another runtime. The fast tier runs its compiled kernels one
+        instruction at a time (unfused), so these are the values it computes.
         """
         inputs = list(inputs)
         if len(inputs) != len(self.inputs):
@@ -602,14 +612,17 @@ class Method:
                                   f"method {self.name!r}: expected {len(self.inputs)} inputs, "
                                   f"got {len(inputs)}")
         records = []
+        values = self.values
+        folded = self._fast.folded if self._fast is not None else ()  # ran as views: no call
 
-        def record(pc, name, vals):
-            last = self.values[self._last_arg]
-            items = last if isinstance(last, list) else [last]
-            if isinstance(last, ListRef):
-                items = last.resolve(self.values)
-            records.append((pc, name, [np.array(v.numpy(), copy=True) if isinstance(v, ETensor)
-                                       else v for v in items]))
+        def record(pc, ins, t0, t1):
+            if ins.op in (Op.KERNEL, Op.DELEGATE) and ins.args and pc not in folded:
+                last = values[ins.args[-1]]
+                items = last.resolve(values) if isinstance(last, ListRef) else \
+                    last if isinstance(last, list) else [last]
+                records.append((ins.src_pc, ins.name,
+                                [np.array(v.numpy(), copy=True) if isinstance(v, ETensor)
+                                 else v for v in items]))
 
         self._acquire()
         try:
@@ -620,93 +633,100 @@ class Method:
             self._lock.release()
         return records
 
-    def _run(self, hook=None) -> None:
+    def _run(self, observer=None) -> None:
+        """Run the plan: the one loop (``self.loop``), on either tier. ``observer(pc, ins,
+        t0, t1)`` (``time.perf_counter_ns`` around the instruction) is called after every
+        instruction when given; the fast tier then runs each instruction on its own
+        (compiled kernels whole and unfused), so an observer sees every intermediate."""
         threads_mod.apply(self.threads)
-        if self._fast is not None:
-            if hook is None:
-                return self._fast.run()
-            self._fast.pull_all()
-        count = 0
-        for c, instrs in enumerate(self.instructions):
-            pc = 0
-            n = len(instrs)
-            while pc < n:
-                count += 1
-                if count > self.max_instructions:
-                    raise invalid_program(f"method {self.name!r}: more than "
-                                          f"{self.max_instructions} "
-                                          "instructions in one execute (infinite loop?)")
-                ins = instrs[pc]
-                if self._fast is not None and id(ins) in self._fast.folded_ins:
-                    pc += 1  # a permute the fast tier folded into a view of a constant
-                    continue
-                nxt = self._exec(ins, c, n, hook)
-                pc = pc + 1 if nxt < 0 else nxt
-        if self._fast is not None:
-            self._fast.push_all()
+        fast = self._fast
+        if fast is not None:
+            fast.before_run()
+        if observer is None:
+            step = self._step if fast is None else fast.callback
+            status = self.loop.run(step, self.max_instructions, False)
+        else:
+            step = self._step if fast is None else fast.step
+            was = fast.set_fused(False) if fast is not None else None
+            try:
+                status = self.loop.run(_observed(step, self.flat, observer),
+                                       self.max_instructions, True)
+            finally:
+                if fast is not None:
+                    fast.set_fused(was)
+        if status == 0:
+            return
+        if status == -2:
+            raise invalid_program(f"method {self.name!r}: more than {self.max_instructions} "
+                                  "instructions in one execute (infinite loop?)")
+        fast.explain_failure(self.loop.failed_pc, status)
 
-    def _exec(self, ins, c, n, hook=None) -> int:
-        """Run one instruction of chain ``c`` (``n`` long); the next pc, or -1 for pc + 1."""
+    def _step(self, pc: int) -> int:
+        """Run instruction ``pc`` on the reference tier; the next pc, or -1 for pc + 1."""
+        ins = self.flat[pc]
+        nxt = self._exec(ins)
+        return nxt if nxt < 0 else self.offsets[ins.chain] + nxt
+
+    def _exec(self, ins) -> int:
+        """Run one instruction with the reference kernels; -1 for the next one, or the
+        destination of a jump taken (an index in the instruction's chain)."""
         values = self.values
-        kind, fn, args, nargs, lists, name, src_pc = ins
-        if kind == KERNEL or kind == DELEGATE:
-            vals = [values[j] for j in args]
-            for k in lists:
+        op = ins.op
+        if op is Op.KERNEL or op is Op.DELEGATE:
+            vals = [values[j] for j in ins.args]
+            for k in ins.lists:
                 vals[k] = vals[k].resolve(values)
             try:
-                if kind == KERNEL:
-                    r = fn(*vals[:nargs])
+                if op is Op.KERNEL:
+                    r = ins.kernel(*vals[:ins.nargs])
                     if r is not None:
-                        values[args[-1]] = r
+                        values[ins.args[-1]] = r
                 else:
-                    fn[0].execute(fn[1], vals)
+                    ins.backend.execute(ins.handle, vals)
             except ExecuTorchError as e:
-                raise e.with_context(self._where(c, src_pc, name)) from e
+                raise e.with_context(self._where(ins)) from e
             except Exception as e:  # noqa: BLE001 - a kernel failure on bad input
-                raise ExecuTorchError(
-                    ErrorCode.InvalidArgument,
-                    f"{self._where(c, src_pc, name)}: {type(e).__name__}: {e}") from e
-            if hook is not None and args:
-                self._last_arg = args[-1]
-                hook(src_pc, name, vals)
-        elif kind == MOVE:
-            values[args] = values[fn]
-        elif kind == JUMP_FALSE:
-            if not self._truth(values[fn], c, src_pc):
-                return self._jump_target(args, n, c, src_pc)
+                raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                      f"{self._where(ins)}: {type(e).__name__}: {e}") from e
+        elif op is Op.MOVE:
+            values[ins.dst] = values[ins.src]
+        elif op is Op.JUMP_FALSE:
+            if not self._truth(values[ins.cond], ins):
+                return self._jump_target(ins)
         else:
-            v = values[fn]
+            v = values[ins.value]
             if not isinstance(v, ETensor):
-                raise invalid_program(f"{self._where(c, src_pc, name)}: FreeCall on a "
-                                      "non-tensor value")
+                raise invalid_program(f"{self._where(ins)}: FreeCall on a non-tensor value")
             v.set_storage(None)
         return -1
 
-    def _jump_target(self, dest, n, c, pc):
-        if dest > n:
-            raise invalid_program(f"{self._where(c, pc, 'jump_false')}: destination {dest} past "
-                                  f"the end of the chain ({n} instructions)")
+    def _jump_target(self, ins) -> int:
+        n = len(self.instructions[ins.chain])
+        if ins.dest > n:
+            raise invalid_program(f"{self._where(ins)}: destination {ins.dest} past the end of "
+                                  f"the chain ({n} instructions)")
         # Instructions for missing operators are never dropped (load fails), so the
         # serialized destination is also our index.
-        return dest
+        return ins.dest
 
-    def _truth(self, v, c, pc) -> bool:
+    def _truth(self, v, ins) -> bool:
         if isinstance(v, bool):
             return v
         if isinstance(v, ETensor):
             if v.scalar_type != 11:
-                raise invalid_program(f"{self._where(c, pc, 'jump_false')}: condition tensor is "
+                raise invalid_program(f"{self._where(ins)}: condition tensor is "
                                       f"{v.describe()}, expected Bool")
             return bool(np.all(v.numpy()))
-        raise invalid_program(f"{self._where(c, pc, 'jump_false')}: condition is "
-                              f"{type(v).__name__}, expected Bool")
+        raise invalid_program(f"{self._where(ins)}: condition is {type(v).__name__}, expected "
+                              "Bool")
 
-    def _where(self, chain, pc, name) -> str:
-        w = f"method {self.name!r} instruction {pc}"
-        if chain:
-            w += f" (chain {chain})"
-        w += f" ({name})"
-        frame = self.program._frame(self.plan, chain, pc)
+    def _where(self, ins) -> str:
+        """``method 'forward' instruction 12 (chain 1) (aten::add.out) [model.py:40]``."""
+        w = f"method {self.name!r} instruction {ins.src_pc}"
+        if ins.chain:
+            w += f" (chain {ins.chain})"
+        w += f" ({ins.name})"
+        frame = self.program._frame(self.plan, ins.chain, ins.src_pc)
         if frame:
             w += f" [{frame}]"
         return w
@@ -736,6 +756,18 @@ class Method:
             self.destroy()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
+
+
+def _observed(step, flat, observer):
+    """``step`` with ``observer(pc, ins, t0, t1)`` called after each instruction."""
+    now = time.perf_counter_ns
+
+    def run(pc):
+        t0 = now()
+        nxt = step(pc)
+        observer(pc, flat[pc], t0, now())
+        return nxt
+    return run
 
 
 def _close(a: float, b: float) -> bool:

@@ -161,7 +161,7 @@ def _trace(args, out) -> int:
         for _ in range(max(1, args.iters)):
             m.execute(s)
     dump = tracer.etdump()
-    ops = {(c, ins[6]): ins[5] for c, chain in enumerate(m.instructions) for ins in chain}
+    ops = {(ins.chain, ins.src_pc): ins.name for ins in m.flat}
     rows = op_times(dump, ops)
     out.write(format_op_times(rows) + "\n")
     if args.out:

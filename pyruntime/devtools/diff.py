@@ -242,5 +242,5 @@ def diff(program, inputs, etdump, debug_buffer=None, *, method: str = "forward",
     m = tracer.load_method(prog, method, tier=tier, **load_kwargs)
     for s in inputs:
         m.execute(s)
-    ops = {(c, ins[6]): ins[5] for c, chain in enumerate(m.instructions) for ins in chain}
+    ops = {(ins.chain, ins.src_pc): ins.name for ins in m.flat}
     return diff_dumps(tracer.etdump(), etdump, ops, atol, rtol)

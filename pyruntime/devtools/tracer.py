@@ -1,7 +1,8 @@
 """EventTracer: record a Method's executes as ExecuTorch's ETDumpGen does.
 
-Attach a tracer to a loaded method; every ``execute`` then runs the same
-instruction loop with a clock around each instruction and writes one
+Attach a tracer to a loaded method; every ``execute`` then runs the method's own
+loop as an observer of it (``Method._run(observer)``: a clock around each
+instruction, each run on its own, unfused) and writes one
 ``"Execute"`` block: per kernel instruction a debug event per output tensor,
 ``native_call_<op>`` and ``OPERATOR_CALL`` profile events; per delegate call
 a debug event per argument (inputs, then outputs, as the C++ runtime logs
@@ -24,27 +25,22 @@ the method runs its plain loop: tracing off costs nothing.
 """
 from __future__ import annotations
 
-import ctypes
 import time
-import weakref
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.tensor import ETensor
-from pyruntime import threads as threads_mod
 from pyruntime.devtools.etdump import DebugEvent, DebugValue, ETDump, ProfileEvent, RunData, \
     TensorRef
+from pyruntime.instructions import Op
 from pyruntime.values import ListRef
 
-KERNEL, DELEGATE, MOVE, JUMP_FALSE, FREE = range(5)
-_CONTROL = {MOVE: "MOVE_CALL", JUMP_FALSE: "JF_CALL", FREE: "FREE_CALL"}
-_K_KERNEL, _K_NOP = 0, 3  # cython_ext._loop instruction kinds
+_CONTROL = {Op.MOVE: "MOVE_CALL", Op.JUMP_FALSE: "JF_CALL", Op.FREE: "FREE_CALL"}
 # Registered by the C++ runtime's prim-op library without the codegen wrapper: no
 # native_call event and no logged output.
 PRIM_OPS = frozenset({"aten::sym_size.int", "aten::sym_numel", "aten::_local_scalar_dense"})
 _LIBRARY_NAMESPACES = frozenset({"llama", "preprocess"})  # registered with EXECUTORCH_LIBRARY
-_KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 now = time.perf_counter_ns
 
 
@@ -106,7 +102,6 @@ class EventTracer:
         self.delegate_events = delegate_events
         self.runs: list[RunData] = []
         self.bundled_input_index = -1
-        self._kernels = weakref.WeakKeyDictionary()  # FastPlan -> {pc: (function, block)}
 
     # ---- attaching ---------------------------------------------------------------
     def load_method(self, program, name: str = "forward", **kwargs):
@@ -136,17 +131,18 @@ class EventTracer:
         """Write the ``.etdp`` (and the debug buffer, if a path is given)."""
         self.etdump().save(etdump_path, debug_buffer_path)
 
-    # ---- the traced loop (called by Method.execute with its lock held) ----------------
+    # ---- the traced run (called by Method.execute with its lock held) -----------------
     def run(self, m) -> None:
         block = RunData("Execute", bundled_input_index=self.bundled_input_index)
         block.debug_buffer = self.buffer.data
         self.runs.append(block)
-        threads_mod.apply(m.threads)
+        folded = m._fast.folded if m._fast is not None else ()  # views of constants
+
+        def observe(pc, ins, t0, t1):
+            self._record(m, block, ins, t0, t1, pc in folded)
+
         t0 = now()
-        if m._fast is not None:
-            self._run_fast(m, block)
-        else:
-            self._run_reference(m, block)
+        m._run(observe)
         block.events.append(ProfileEvent("Method::execute", -1, 0, t0, now()))
         if self.intermediates:
             if m._fast is not None:
@@ -154,113 +150,49 @@ class EventTracer:
             for i in m.outputs:
                 self._log(block, m, -1, 0, m.values[i], f"method {m.name!r} output", output=True)
 
-    def _guard(self, m, count):
-        if count > m.max_instructions:
-            raise invalid_program(f"method {m.name!r}: more than {m.max_instructions} "
-                                  "instructions in one execute (infinite loop?)")
-
-    def _run_reference(self, m, block) -> None:
-        count = 0
-        for c, instrs in enumerate(m.instructions):
-            pc, n = 0, len(instrs)
-            while pc < n:
-                count += 1
-                self._guard(m, count)
-                ins = instrs[pc]
-                t0 = now()
-                nxt = m._exec(ins, c, n)
-                t1 = now()
-                self._record(m, block, ins, c, t0, t1, False)
-                pc = pc + 1 if nxt < 0 else nxt
-
-    def _run_fast(self, m, block) -> None:
-        """The fast tier's loop in Python: its compiled kernels called one by one (so the
-        dump holds what the fast tier computes), Python instructions via its callback."""
-        fp = m._fast
-        fused = fp.set_fused(False)  # every instruction runs, and is seen, on its own
-        try:
-            self._run_fast_loop(m, fp, block)
-        finally:
-            fp.set_fused(fused)
-
-    def _run_fast_loop(self, m, fp, block) -> None:
-        kinds = fp.loop.kinds()
-        calls = self._kernels.get(fp)
-        if calls is None:
-            calls = self._kernels[fp] = {
-                pc: (_KERNEL_FN(fn), blk) for pc, (fn, blk) in getattr(fp, "kernels", {}).items()}
-        values, table = m.values, fp.table
-        pc, n, count = 0, len(fp.flat), 0
-        while pc < n:
-            count += 1
-            self._guard(m, count)
-            c, _, ins = fp.flat[pc]
-            kind = kinds[pc]
-            t0 = now()
-            if kind == _K_KERNEL and pc in calls:
-                fn, blk = calls[pc]
-                status = fn(blk)
-                t1 = now()
-                if status != 0:
-                    fp._explain_failure(pc, status)
-                for j in fp.sync[pc]:
-                    if isinstance(values[j], ETensor):
-                        table.pull(j, values[j])
-                if fp.scalar_out[pc]:
-                    fp._load_scalars(fp.scalar_out[pc])
-                nxt = -1
-            elif kind == _K_NOP:  # a permute folded into a view of its constant
-                t1 = now()
-                nxt = -1
-            else:
-                nxt = fp._callback(pc)
-                t1 = now()
-            self._record(m, block, ins, c, t0, t1, kind == _K_NOP)
-            pc = pc + 1 if nxt < 0 else nxt
-
     # ---- events ------------------------------------------------------------------
-    def _record(self, m, block, ins, c, t0, t1, contiguous) -> None:
-        kind, fn, args, nargs, lists, name, pc = ins
+    def _record(self, m, block, ins, t0, t1, contiguous) -> None:
+        c, pc, name = ins.chain, ins.src_pc, ins.name
         ev = block.events
-        if kind == KERNEL:
+        if ins.op is Op.KERNEL:
             if not is_prim_op(name):
-                if self.intermediates and args:
-                    for v in kernel_outputs(m.values, args):
+                if self.intermediates and ins.args:
+                    for v in kernel_outputs(m.values, ins.args):
                         self._log(block, m, c, pc, v, self._where(m, c, pc, name), contiguous)
                 ev.append(ProfileEvent(profile_name(name), c, pc, t0, t1))
             ev.append(ProfileEvent("OPERATOR_CALL", c, pc, t0, t1))
-        elif kind == DELEGATE:
-            self._delegate_inner(m, block, ins, c, t0)
+        elif ins.op is Op.DELEGATE:
+            self._delegate_inner(m, block, ins, t0)
             if self.intermediates:
-                for j in args:
+                for j in ins.args:
                     self._log(block, m, c, pc, m.values[j], self._where(m, c, pc, name))
             ev.append(ProfileEvent("DELEGATE_CALL", c, pc, t0, t1))
         else:
-            ev.append(ProfileEvent(_CONTROL[kind], c, pc, t0, t1))
+            ev.append(ProfileEvent(_CONTROL[ins.op], c, pc, t0, t1))
 
-    def _delegate_inner(self, m, block, ins, c, t0) -> None:
+    def _delegate_inner(self, m, block, ins, t0) -> None:
         """What a delegate's bridge sees inside (see ``delegate_taps``): per-operator
         timings laid end to end from the call's start, and node values."""
         if not self.delegate_events:
             return
         from pyruntime.devtools.delegate_taps import TAPS
 
-        backend, handle = ins[1]
-        tap = TAPS.get(getattr(backend, "id", ""))
+        tap = TAPS.get(getattr(ins.backend, "id", ""))
         if tap is None:
             return
-        index = next(i for i, d in enumerate(m._delegates) if d[1] is handle)
-        args = [m.values[j] for j in ins[2]]
+        c, pc = ins.chain, ins.src_pc
+        index = next(i for i, d in enumerate(m._delegates) if d[1] is ins.handle)
+        args = [m.values[j] for j in ins.args]
         args = [a.resolve(m.values) if isinstance(a, ListRef) else a for a in args]
-        where = self._where(m, c, ins[6], ins[5])
+        where = self._where(m, c, pc, ins.name)
         timings, values = tap(m, index, args, where, self.intermediates)
         for name, ns in timings:
-            block.events.append(ProfileEvent(None, c, ins[6], t0, t0 + ns,
+            block.events.append(ProfileEvent(None, c, pc, t0, t0 + ns,
                                              delegate_debug_id_str=name,
                                              delegate_debug_metadata=b""))
             t0 += ns
         for debug_id, value in values:
-            self._log(block, m, c, ins[6], value, f"{where} delegate node {debug_id}",
+            self._log(block, m, c, pc, value, f"{where} delegate node {debug_id}",
                       delegate_id=debug_id)
 
     @staticmethod

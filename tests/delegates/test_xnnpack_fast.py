@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pyruntime
+from pyruntime.instructions import Op
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.tensor import Dynamism, ETensor
 from delegates.xnnpack import fast, library
@@ -23,7 +24,7 @@ from tests.delegates.xnnpack_fixtures import get_fixture
 LIB = library.get_library()
 pytestmark = parts.skip_unless(LIB is not None and LIB.level == "dynamic", "xnnpack",
                                f"XnnpackBackend: {library.unavailable_reason()}")
-DELEGATE, K_KERNEL, K_PYTHON = 1, 0, 1
+K_KERNEL, K_PYTHON = 0, 1  # cython_ext._loop instruction kinds
 
 
 def load(fx, compiled=True, monkeypatch=None, program=None):
@@ -37,7 +38,7 @@ def delegate_kinds(method) -> list:
     """Loop kind (0 compiled, 1 Python) of every DelegateCall of a fast-tier method."""
     plan = method._fast
     kinds = plan.loop.kinds()
-    return [kinds[pc] for pc, (_, _, ins) in enumerate(plan.flat) if ins[0] == DELEGATE]
+    return [kinds[pc] for pc, ins in enumerate(plan.flat) if ins.op is Op.DELEGATE]
 
 
 def states(method) -> list:

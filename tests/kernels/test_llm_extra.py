@@ -489,7 +489,7 @@ def test_program_vs_executorch_runtime():
     for tier in ("reference", "fast"):
         method = program.load_method("forward", tier=tier)
         if tier == "fast":  # every instruction, the three custom ops included, runs compiled
-            names = [ins[5] for _, _, ins in method._fast.flat]
+            names = [ins.name for ins in method._fast.flat]
             assert {GDR, MOE, SDPA} <= set(names) and method._fast.compiled == len(names)
         got = method.execute(inputs)
         assert len(got) == len(want)

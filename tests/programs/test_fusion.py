@@ -67,8 +67,8 @@ def test_a_final_out_over_a_run_time_weight_is_written_through_a_move():
         fp = prog.load_method("forward", threads=threads)._fast
         values, over_weight_only = fp.m.values, 0
         for pc, r, members in fp.fusions:
-            args = fp.flat[pc][2][2]
-            final = values[fp.flat[members[-1]][2][2][-1]]
+            args = fp.flat[pc].args
+            final = values[fp.flat[members[-1]].args[-1]]
             reads = [values[j] for j in args[:3] if isinstance(values[j], ETensor)]
             move = (ctypes.c_int64 * 19).from_address(r[1])[C.B_MOVE] != 0
             assert move == any(_overlap(final, t) for t in reads), (threads, pc)

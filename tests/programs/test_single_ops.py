@@ -72,6 +72,6 @@ def test_single_op_program_matches_executorch(name, et_runtime):
             else:
                 np.testing.assert_array_equal(g, w, err_msg=where)
         if tier == "fast" and kernel not in REFERENCE_IN_FAST:
-            compiled = {ins[5] for pc, (_, _, ins) in enumerate(method._fast.flat)
+            compiled = {ins.name for pc, ins in enumerate(method._fast.flat)
                         if method._fast.loop.kinds()[pc] == 0}
             assert kernel in compiled, f"{name}: {kernel} did not run compiled"
