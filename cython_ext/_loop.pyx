@@ -15,8 +15,12 @@ outputs, so the result does not depend on how many threads ran them. The pool
 serves one loop at a time: a loop that finds it busy (another Python thread's
 method) runs its parts one after another itself.
 """
+cimport numpy as cnp
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy
+
+cnp.import_array()
 
 ctypedef int64_t (*kernel_t)(int64_t*) noexcept nogil
 
@@ -257,6 +261,9 @@ cdef class Loop:
         (compiled kernel failure), -2 when ``limit`` instructions ran, and
         re-raises a Python instruction's exception. With ``observe`` every instruction
         is a ``callback(pc)`` (an observed run: the caller runs each one itself)."""
+        return self._exec(callback, limit, observe)
+
+    cdef int64_t _exec(self, object callback, int64_t limit, bint observe) except? -9:
         cdef int64_t pc = 0, count = 0, status = 0, nxt
         cdef int64_t n = self.n
         cdef Instr* ins
@@ -310,3 +317,110 @@ cdef inline bint _all_true(int64_t* desc) noexcept nogil:
         if data[i] == 0:
             return False
     return True
+
+
+# ---- a whole execute in C: inputs copied in, the loop, outputs copied out --------------------
+cdef struct Slot:
+    char* addr  # the tensor's bytes in the method's memory
+    int64_t nbytes
+    int typenum  # numpy's type number of its dtype
+    int ndim
+    cnp.npy_intp dims[16]
+
+cdef enum:
+    BOUND_NOT_EXACT = -3  # Bound.run: an argument is not the exact case: the general path
+    MAX_DIMS = 16
+
+NOT_EXACT = BOUND_NOT_EXACT
+
+
+cdef class Bound:
+    """The inputs and outputs of a method whose tensors all have fixed places and shapes,
+    bound once: ``run`` checks that every input (and ``out`` array) is a C-contiguous
+    numpy array of exactly its dtype and shape (outputs also writeable), then, without
+    the GIL, copies the inputs into the method's memory, runs the loop and copies the
+    outputs out. It returns the loop's status, or -3 (NOT_EXACT) before touching anything
+    when an argument is not that exact case (the caller's general path then binds,
+    converts or explains). ``inputs``/``outputs``: lists of (address, bytes, dtype, shape).
+    """
+
+    cdef Slot* ins
+    cdef Slot* outs
+    cdef char** srcs
+    cdef char** dsts
+    cdef readonly int nin, nout
+
+    def __cinit__(self, list inputs, list outputs):
+        self.nin, self.nout = len(inputs), len(outputs)
+        self.ins = <Slot*>calloc(max(self.nin, 1), sizeof(Slot))
+        self.outs = <Slot*>calloc(max(self.nout, 1), sizeof(Slot))
+        self.srcs = <char**>calloc(max(self.nin, 1), sizeof(char*))
+        self.dsts = <char**>calloc(max(self.nout, 1), sizeof(char*))
+        if not (self.ins and self.outs and self.srcs and self.dsts):
+            raise MemoryError()
+        for i, spec in enumerate(inputs):
+            _fill(&self.ins[i], spec)
+        for i, spec in enumerate(outputs):
+            _fill(&self.outs[i], spec)
+
+    def __dealloc__(self):
+        free(self.ins)
+        free(self.outs)
+        free(self.srcs)
+        free(self.dsts)
+
+    def run(self, Loop loop, callback, int64_t limit, inputs, list outs):
+        cdef int i
+        cdef int64_t status
+        cdef object seq = inputs
+        if (type(seq) is not list and type(seq) is not tuple) or len(seq) != self.nin \
+                or len(outs) != self.nout:
+            return BOUND_NOT_EXACT
+        for i in range(self.nin):
+            if not _exact(&self.ins[i], seq[i], False):
+                return BOUND_NOT_EXACT
+            self.srcs[i] = <char*>cnp.PyArray_DATA(<cnp.ndarray>seq[i])
+        for i in range(self.nout):
+            if not _exact(&self.outs[i], outs[i], True):
+                return BOUND_NOT_EXACT
+            self.dsts[i] = <char*>cnp.PyArray_DATA(<cnp.ndarray>outs[i])
+        with nogil:
+            for i in range(self.nin):
+                memcpy(self.ins[i].addr, self.srcs[i], self.ins[i].nbytes)
+        status = loop._exec(callback, limit, False)
+        if status == 0:
+            with nogil:
+                for i in range(self.nout):
+                    memcpy(self.dsts[i], self.outs[i].addr, self.outs[i].nbytes)
+        return status
+
+
+cdef _fill(Slot* s, spec):
+    addr, nbytes, dtype, shape = spec
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"rank {len(shape)} over {MAX_DIMS}")
+    s.addr = <char*><size_t>addr
+    s.nbytes = nbytes
+    s.typenum = dtype.num
+    s.ndim = len(shape)
+    for d in range(s.ndim):
+        s.dims[d] = shape[d]
+
+
+cdef bint _exact(Slot* s, object a, bint writeable):
+    cdef cnp.ndarray arr
+    cdef int d, flags
+    if type(a) is not cnp.ndarray:
+        return False
+    arr = <cnp.ndarray>a
+    if cnp.PyArray_TYPE(arr) != s.typenum or cnp.PyArray_NDIM(arr) != s.ndim:
+        return False
+    flags = cnp.PyArray_FLAGS(arr)
+    if not (flags & cnp.NPY_ARRAY_C_CONTIGUOUS) or not (flags & cnp.NPY_ARRAY_ALIGNED):
+        return False
+    if writeable and not (flags & cnp.NPY_ARRAY_WRITEABLE):
+        return False
+    for d in range(s.ndim):
+        if cnp.PyArray_DIMS(arr)[d] != s.dims[d]:
+            return False
+    return cnp.PyArray_NBYTES(arr) == s.nbytes

@@ -13,7 +13,7 @@ import numpy as np
 from cython_ext.dtypes import from_numpy_dtype, scalar_type_name
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import Dynamism, ETensor
-from cython_ext._loop import Loop
+from cython_ext._loop import NOT_EXACT, Bound, Loop
 from delegates import backend_registry
 from kernels.registry import get_kernel, has_kernel, missing_operators_error
 from pyruntime import threads as threads_mod
@@ -81,6 +81,7 @@ class Method:
         # binds compiled ones
         self.loop = Loop(len(self.flat))
         self._fast = None
+        self._bound = None  # ``_make_bound``: the all-in-C execute, or False
         if tier not in ("fast", "reference"):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{where}: tier must be 'fast' or 'reference', got {tier!r}")
@@ -377,6 +378,27 @@ class Method:
         >>> # out = [np.empty(o.sizes, o.dtype) for o in m.method_meta().outputs]
         >>> # m.execute([x], out=out)[0] is out[0]    # -> True
         """
+        bound = self._bound if self._bound is not None else self._make_bound()
+        if bound and self.event_tracer is None and (out is None or type(out) is list):
+            # everything fixed: the copies in, the loop and the copies out in C, without
+            # the GIL (``Bound``); an argument that is not the exact case comes back
+            # NOT_EXACT, untouched, for the general path below
+            outs = out if out is not None else [np.empty(s, d) for s, d in self._out_alloc]
+            if self._lock.acquire(False):
+                try:
+                    fast = self._fast
+                    if fast.pending or fast._also_compile:
+                        fast.before_run()
+                    if threads_mod._applied != self.threads:
+                        threads_mod.apply(self.threads)
+                    status = bound.run(self.loop, fast.callback, self.max_instructions, inputs,
+                                       outs)
+                    if status != NOT_EXACT:
+                        self._check_status(status)
+                        self._inputs_set[:] = self._set_after_run
+                        return outs
+                finally:
+                    self._lock.release()
         inputs = list(inputs)
         if len(inputs) != len(self.inputs):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
@@ -392,9 +414,38 @@ class Method:
                 self._run()
             else:
                 self.event_tracer.run(self)  # the same loop, timed and logged
+            for i in self._consumed_inputs():
+                self._inputs_set[i] = False  # its bytes now hold other tensors' values
             return self._collect_outputs() if out is None else self._write_outputs(out)
         finally:
             self._lock.release()
+
+    def _make_bound(self):
+        """The ``Bound`` of a fast-tier method whose inputs are all static planned tensors
+        and whose outputs are all static tensors in fixed places, else False (once)."""
+        self._bound = False
+        fast = self._fast
+        if fast is None:
+            return False
+        ins, outs = [], []
+        for idx in self.inputs:
+            t = self.values[idx]
+            if not (isinstance(t, ETensor) and t.planned and t.dynamism == Dynamism.STATIC
+                    and t.storage is not None and t.storage.flags.writeable and t.numel):
+                return False
+            ins.append((t.data_ptr(), t.nbytes, t.dtype, t.sizes))
+        for idx in self.outputs:
+            t = self.values[idx]
+            if not (isinstance(t, ETensor) and t.dynamism == Dynamism.STATIC
+                    and t.storage is not None and t.numel) \
+                    or idx in fast.dynamic or idx in fast.repointed:
+                return False  # moved, re-pointed or resized by the run: the general path
+            outs.append((t.data_ptr(), t.nbytes, t.dtype, t.sizes))
+        self._out_alloc = [(sizes, dtype) for _, _, dtype, sizes in outs]
+        consumed = set(self._consumed_inputs())
+        self._set_after_run = [i not in consumed for i in range(len(self.inputs))]
+        self._bound = Bound(ins, outs)
+        return self._bound
 
     # ---- caller-owned memory: bind once, run, read in place ----------------------
     def input_view(self, index: int) -> np.ndarray:
@@ -654,12 +705,17 @@ class Method:
             finally:
                 if fast is not None:
                     fast.set_fused(was)
+        self._check_status(status)
+
+    def _check_status(self, status: int) -> None:
+        """The loop's status as an error: its instruction limit, or the compiled kernel
+        that failed, named by re-running it on the reference kernel."""
         if status == 0:
             return
         if status == -2:
             raise invalid_program(f"method {self.name!r}: more than {self.max_instructions} "
                                   "instructions in one execute (infinite loop?)")
-        fast.explain_failure(self.loop.failed_pc, status)
+        self._fast.explain_failure(self.loop.failed_pc, status)
 
     def _step(self, pc: int) -> int:
         """Run instruction ``pc`` on the reference tier; the next pc, or -1 for pc + 1."""

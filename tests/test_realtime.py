@@ -332,3 +332,25 @@ def test_realtime_runner_stateful_mode_pins_and_refuses_clearly():
         assert "CAP_SYS_NICE" in str(e) and e.code == ErrorCode.NotSupported
     with pytest.raises(ExecuTorchError, match="input 0 is not a static tensor"):
         RealtimeRunner(get_fixture("mlp_dynamic").pte_path)
+
+
+def test_exact_arguments_run_all_in_c_and_the_others_take_the_general_path():
+    """A fast-tier method with fixed inputs and outputs copies, runs and copies out in C
+    (``cython_ext._loop.Bound``); inputs that are not the exact case (non-contiguous,
+    another dtype, a list) go through the general binders, which convert or explain."""
+    from cython_ext._loop import Bound
+
+    fx = get_fixture("mlp")
+    m = _load(fx)
+    x, want = fx.calls[0][0], fx.expected[0][0]
+    assert isinstance(m._make_bound(), Bound)
+    np.testing.assert_array_equal(m.execute([x])[0], want)
+    strided = np.asfortranarray(x)  # same values, not C-contiguous: converted
+    np.testing.assert_array_equal(m.execute([strided])[0], want)
+    with pytest.raises(ExecuTorchError, match="input 0: expected dtype FLOAT, got DOUBLE"):
+        m.execute([x.tolist()])  # (a list becomes float64: no silent cast)
+    with pytest.raises(ExecuTorchError, match="input 0: expected dtype FLOAT, got DOUBLE"):
+        m.execute([x.astype(np.float64)])
+    out = [np.zeros_like(want)]
+    assert m.execute((x,), out=out) is out and np.array_equal(out[0], want)
+    assert not _load(get_fixture("mlp_dynamic"))._make_bound()  # dynamic: the general path
