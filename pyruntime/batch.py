@@ -29,19 +29,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
-from pyruntime.pool import as_program, coerce_inputs, load_as
+from pyruntime.batch_worker import Config, Runner, split_sets
+from pyruntime.pool import as_program
 
 _KEY = re.compile(r"set(\d+)_arg(\d+)")
 IN_FLIGHT = 2  # chunks queued per worker, so none waits between chunks
-
-
-@dataclass(frozen=True)
-class Config:
-    """What every worker loads: the method, tier and device profile (a DeviceProfile)."""
-
-    method: str = "forward"
-    tier: str = "fast"
-    profile: object = None
 
 
 @dataclass
@@ -70,51 +62,6 @@ def read_sets(keys) -> dict:
                                   f"input .npz key {key!r} is not of the form set{{k}}_arg{{i}}")
         sets.setdefault(int(m.group(1)), {})[int(m.group(2))] = key
     return {k: [args.get(i) for i in range(max(args) + 1)] for k, args in sorted(sets.items())}
-
-
-def _chunks(sets: dict, workers: int) -> list:
-    items = list(sets.items())
-    size = max(1, min(16, len(items) // (workers * 4 or 1)))
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
-class _Runner:
-    """One loaded method in a worker; ``run`` turns any failure into a message."""
-
-    def __init__(self, source, cfg: Config):
-        self.program = as_program(source)
-        self.meta = self.program.metadata(cfg.method)
-        self.method = load_as(self.program, cfg.method, cfg.tier, cfg.profile)
-
-    def run(self, k, arrays):
-        try:
-            missing = [f"set{k}_arg{i}" for i, a in enumerate(arrays) if a is None]
-            if missing:
-                raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                      f"missing {', '.join(missing)} in the inputs")
-            outs = self.method.execute(coerce_inputs(self.meta, arrays))
-            return True, [_storable(o, j) for j, o in enumerate(outs)]
-        except ExecuTorchError as e:
-            return False, str(e)
-        except Exception as e:  # noqa: BLE001 - a bug in a kernel must not stop the batch
-            return False, str(ExecuTorchError(ErrorCode.Internal, f"{type(e).__name__}: {e}"))
-
-    def run_keys(self, z, k, keys):
-        try:
-            arrays = [None if key is None else z[key] for key in keys]
-        except Exception as e:  # noqa: BLE001 - a corrupt member fails its set only
-            return False, f"cannot read set {k} from the inputs: {type(e).__name__}: {e}"
-        return self.run(k, arrays)
-
-
-def _storable(o, j):
-    if isinstance(o, np.ndarray):
-        return o
-    if isinstance(o, (bool, int, float)):
-        return np.asarray(o)
-    raise ExecuTorchError(ErrorCode.NotSupported,
-                          f"output {j} is a {type(o).__name__}; .npz outputs hold tensors and "
-                          "scalars only")
 
 
 # ---- progress ------------------------------------------------------------------------
@@ -151,7 +98,7 @@ class Progress:
 # ---- local engine: spawned worker processes -----------------------------------------
 def _worker_main(wid, source, cfg, npz_path, tasks, results):
     try:
-        runner = _Runner(source, cfg)
+        runner = Runner(source, cfg)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the sets
         results.put(("ready", wid, str(e)))
         return
@@ -175,7 +122,7 @@ def _run_local(source, cfg, npz_path, sets, workers, sink):
     procs = [ctx.Process(target=_worker_main, daemon=True,
                          args=(w, os.fspath(source), cfg, npz_path, tasks[w], results))
              for w in range(workers)]
-    chunks = _chunks(sets, workers)
+    chunks = split_sets(sets, workers)
     todo = list(range(len(chunks)))[::-1]
     held = {w: [] for w in range(workers)}  # chunks sent to each worker, not yet back
     reported, live = set(), set()
@@ -290,7 +237,7 @@ def run_batch(program, inputs, *, method="forward", workers=None, engine="local"
     except Exception as e:  # noqa: BLE001 - missing file, not a zip, pickled data, ...
         raise ExecuTorchError(ErrorCode.InvalidArgument,
                               f"cannot read input sets from {os.fspath(inputs)!r}: {e}") from e
-    _Runner(program, cfg)  # fails here, with the device's error, if the method cannot load
+    Runner(program, cfg)  # fails here, with the device's error, if the method cannot load
     if not sets:
         return BatchResult(workers=workers)
     sink = _Sink(BatchResult(workers=workers),

@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.batch_worker import Runner, split_sets
 
 IN_FLIGHT = 2  # chunks queued per actor
 READY_TIMEOUT_S = 600  # for an actor to be scheduled and load the program
@@ -25,10 +26,8 @@ class _Actor:
     so the driver can tell a load failure from a dead actor)."""
 
     def __init__(self, program: bytes, cfg):
-        from pyruntime.batch import _Runner
-
         try:
-            self.runner, self.error = _Runner(program, cfg), None
+            self.runner, self.error = Runner(program, cfg), None
         except Exception as e:  # noqa: BLE001 - reported through ready()
             self.runner, self.error = None, str(e)
 
@@ -58,8 +57,6 @@ def _start(ray, address, workers) -> bool:
 def run_ray(program, cfg, inputs, sets, workers, address, sink) -> list:
     """Run ``sets`` ({k: [npz keys]}) on ``workers`` actors; report to ``sink`` (see
     ``pyruntime.batch._Sink``); return the set indices that never ran."""
-    from pyruntime.batch import _chunks
-
     try:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError, RayError
@@ -95,7 +92,7 @@ def run_ray(program, cfg, inputs, sets, workers, address, sink) -> list:
             if err is None:
                 live.append(w)
         sink.all_ready()
-        chunks = _chunks(sets, workers)
+        chunks = split_sets(sets, workers)
         todo = list(range(len(chunks)))[::-1]
         inflight = {}  # ObjectRef -> (worker, set indices sent)
         held = {w: 0 for w in live}

@@ -139,16 +139,6 @@ def _planned(info) -> str:
     return ""
 
 
-def _random_input(info, rng):
-    if not isinstance(info, TensorInfo):
-        return info.value
-    if info.dtype == np.bool_:
-        return rng.random(info.sizes) > 0.5
-    if info.dtype.kind in "iu":
-        return rng.integers(0, 8, info.sizes).astype(info.dtype)
-    return rng.standard_normal(info.sizes).astype(info.dtype)
-
-
 def run_program(path, method="forward", inputs=None, out=None, data_path=None, iters=1,
                 seed=0, stream=sys.stdout, tier="fast", etdump=None, debug_buffer=None,
                 debug_buffer_size=None) -> list:
@@ -156,7 +146,7 @@ def run_program(path, method="forward", inputs=None, out=None, data_path=None, i
     several executes, in order) or on random inputs; ``etdump`` records every execute
     (``debug_buffer``: with every instruction's outputs). Returns the last outputs."""
     from pyruntime.devtools.commands import make_tracer
-    from pyruntime.devtools.inputs import read_input_sets, write_output_sets
+    from pyruntime.devtools.inputs import random_inputs, read_input_sets, write_output_sets
 
     t0 = time.perf_counter()
     prog = Runtime.get().load_program(path, data_path=data_path)
@@ -169,7 +159,7 @@ def run_program(path, method="forward", inputs=None, out=None, data_path=None, i
         sets = read_input_sets(inputs, meta)
     else:
         rng = np.random.default_rng(seed)
-        sets = [[_random_input(info, rng) for info in meta.inputs]]
+        sets = [random_inputs(meta, rng)]
     times, all_outputs = [], []
     for args in sets:
         for _ in range(max(1, iters)):

@@ -24,7 +24,7 @@ import numpy as np
 from cython_ext.desc import DescTable
 from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from cython_ext.tensor import ETensor
-from kernels.fast import dynamic_binder, get_binder, prim
+from kernels.fast import background, dynamic_binder, get_binder, prim
 from kernels.fast.context import BindContext, IntSlot
 from kernels.fast.jit import KernelNotReady, compile_now, is_ready
 from pyruntime import fusion
@@ -183,23 +183,19 @@ class FastPlan:
         return ok
 
     def _request(self):
-        from pyruntime.warmup import compile_detached
-
         refs = list(dict.fromkeys((f.__module__, f.__name__)
                                   for f in list(self.pending.values()) + self._also_compile))
-        if compile_detached(refs):
+        if background.compile_detached(refs):
             background_notice(len(refs), self.m.name)
 
     def poll(self, wait: float = 0.0) -> int:
         """Bind the deferred instructions whose kernels the cache now holds (up to ``wait``
         seconds for all of them); the number still waiting."""
-        from pyruntime.warmup import detached_gave_up
-
         deadline = time.monotonic() + wait
         while True:
             ready = {fn: is_ready(fn) for fn in set(self.pending.values())}  # once per kernel
             for fn in [f for f, r in ready.items() if not r]:
-                if detached_gave_up((fn.__module__, fn.__name__)):
+                if background.detached_gave_up((fn.__module__, fn.__name__)):
                     compile_now(fn)  # the background compile failed: here, errors and all
                     ready[fn] = True
             bound = [pc for pc, fn in list(self.pending.items()) if ready[fn]]
@@ -207,7 +203,7 @@ class FastPlan:
                 self._compile(pc)
             arrived = [fn for fn in self._also_compile if is_ready(fn)]
             for fn in [f for f in self._also_compile if f not in arrived]:
-                if detached_gave_up((fn.__module__, fn.__name__)):
+                if background.detached_gave_up((fn.__module__, fn.__name__)):
                     self._also_compile.remove(fn)  # an optimisation only: do without
             if bound or arrived:
                 self._also_compile = [f for f in self._also_compile if f not in arrived]

@@ -18,7 +18,8 @@ import numpy as np
 
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from delegates.coreml.model import Function, Op, np_dtype
-from delegates.coreml.ops import OPS, cast_to, load_families
+from delegates.coreml.families import load_families
+from delegates.coreml.ops import OPS, cast_to
 from delegates.coreml.payload import BACKEND
 
 _NO_FOLD = {"read_state", "write_state", "random_bernoulli", "random_categorical",

@@ -152,8 +152,3 @@ def call_kernel(name: str, args: list, outs: list) -> list:
                for dt, shape in outs]
     get_kernel(name).fn(*wrapped, *tensors)
     return [t.numpy() for t in tensors]
-
-
-def load_families() -> None:
-    from delegates.coreml import (ops_const, ops_elementwise, ops_nn,  # noqa: F401
-                                  ops_recurrent, ops_reduce, ops_tensor)

@@ -13,7 +13,7 @@ in the on-disk cache yet is handled depends on the compile mode
 * ``"sync"``: it compiles now, in this process (seconds to minutes per kernel);
 * ``"background"`` (the default): ``lazy`` raises ``KernelNotReady`` instead; the
   fast tier then leaves that instruction to the reference kernel, has the kernel
-  compiled by a background process (``pyruntime.warmup.compile_detached``) and binds
+  compiled by a background process (``kernels.fast.background.compile_detached``) and binds
   it once the cache has it (``FastPlan.poll``). A first run on a fresh machine takes
   seconds, not minutes; later runs speed up as the kernels arrive.
 
@@ -24,9 +24,11 @@ This file holds no jitted code: it is left out of the kernels' cache keys.
 """
 from __future__ import annotations
 
+import ctypes
 import os
-import warnings
 import threading
+import warnings
+from contextlib import contextmanager
 
 from kernels.fast import deferred, objcache
 
@@ -155,10 +157,40 @@ def _load_numba_cached(py_fn):
 
 
 _COMPILED: dict = {}
+_recorded = None  # {KernelRef: None} while ``recording()`` runs
+_STUB_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+_STUB = _STUB_TYPE(lambda p: 0x10)  # NotSupported, if a recorded load ever ran a kernel
+
+
+class _Stub:
+    address = ctypes.cast(_STUB, ctypes.c_void_p).value
+
+
+@contextmanager
+def recording():
+    """Within it, ``lazy`` compiles nothing: it records each kernel asked for, as
+    ``(module, name)`` in the dict this yields, and hands back a stub (a kernel that
+    returns NotSupported), so a load binds every instruction without compiling (what
+    ``pyruntime warmup`` does to find a program's kernels). One at a time per process.
+
+    >>> # with recording() as seen: program.load_method("forward")   # list(seen)
+    """
+    global _recorded
+    with _lock:
+        if _recorded is not None:
+            raise RuntimeError("kernels.fast.jit.recording() is already active")
+        _recorded = {}
+    try:
+        yield _recorded
+    finally:
+        _recorded = None
 
 
 def lazy(py_fn):
     """The compiled kernel for ``py_fn`` (see the module doc): binders call ``lazy(fn)``."""
+    if _recorded is not None:
+        _recorded[(py_fn.__module__, py_fn.__name__)] = None
+        return _Stub
     c = _COMPILED.get(py_fn)
     if c is not None:
         return c

@@ -38,7 +38,7 @@ _state: dict = {}
 class ObjectKernel:
     """A kernel linked from the object cache: what binders need of a Numba ``cfunc``."""
 
-    _cache_hits = 1  # as a cfunc read from Numba's cache says (pyruntime.warmup reads it)
+    _cache_hits = 1  # as a cfunc read from Numba's cache says (kernels.fast.background reads it)
 
     def __init__(self, name: str, symbol: str, address: int):
         self.__name__ = name

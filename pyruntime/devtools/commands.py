@@ -152,9 +152,8 @@ def _trace(args, out) -> int:
     else:
         import numpy as np
 
-        from pyruntime.cli import _random_input
-        rng = np.random.default_rng(args.seed)
-        sets = [[_random_input(info, rng) for info in meta.inputs]]
+        from pyruntime.devtools.inputs import random_inputs
+        sets = [random_inputs(meta, np.random.default_rng(args.seed))]
     tracer = EventTracer(intermediates=False)
     m = tracer.load_method(prog, args.method, tier=args.tier)
     for s in sets:

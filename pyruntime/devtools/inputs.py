@@ -71,3 +71,22 @@ def write_output_sets(path, output_sets: list[list]) -> None:
         arrays = {f"set{k}_out{j}": np.asarray(o)
                   for k, outs in enumerate(output_sets) for j, o in enumerate(outs)}
     np.savez(path, **arrays)
+
+
+def random_inputs(meta, rng) -> list:
+    """Random inputs of a method's declared types and sizes (``rng``: a numpy Generator):
+    normal floats, small non-negative integers, random bools; non-tensor inputs take
+    their traced values."""
+    return [_random_input(info, rng) for info in meta.inputs]
+
+
+def _random_input(info, rng):
+    from pyruntime.program import TensorInfo
+
+    if not isinstance(info, TensorInfo):
+        return info.value
+    if info.dtype == np.bool_:
+        return rng.random(info.sizes) > 0.5
+    if info.dtype.kind in "iu":
+        return rng.integers(0, 8, info.sizes).astype(info.dtype)
+    return rng.standard_normal(info.sizes).astype(info.dtype)

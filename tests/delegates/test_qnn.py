@@ -710,7 +710,7 @@ def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
     import os
     import signal
 
-    from delegates.qnn import verify
+    from delegates.qnn import verify, verify_child
 
     def segfault(*a):
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -720,16 +720,16 @@ def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
         print(json.dumps({"code": 35, "message": "refused"}), file=sys.stderr)
         return verify.REFUSED
 
-    monkeypatch.setattr(verify, "_child", segfault)
-    rc, out = verify._fork_child("lib", "bin", 0, 30)
+    monkeypatch.setattr(verify_child, "_child", segfault)
+    rc, out = verify_child._fork_child("lib", "bin", 0, 30)
     # the crash's trace is the child's output, not noise on this process's terminal
     assert rc == -signal.SIGSEGV and "in segfault" in out  # (the frame that crashed)
-    monkeypatch.setattr(verify, "_child", lambda *a: time.sleep(60))
+    monkeypatch.setattr(verify_child, "_child", lambda *a: time.sleep(60))
     t0 = time.perf_counter()
-    assert verify._fork_child("lib", "bin", 0, 0.3)[0] is None
+    assert verify_child._fork_child("lib", "bin", 0, 0.3)[0] is None
     assert time.perf_counter() - t0 < 10
-    monkeypatch.setattr(verify, "_child", chatty)
-    rc, out = verify._fork_child("lib", "bin", 0, 30)
+    monkeypatch.setattr(verify_child, "_child", chatty)
+    rc, out = verify_child._fork_child("lib", "bin", 0, 30)
     assert rc == verify.REFUSED and "from stdout" in out
     err = verify._refusal(out)
     assert err.code == ErrorCode(35) and err.message == "refused"
@@ -738,7 +738,7 @@ def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
 def test_verification_canaries_catch_writes_past_a_tensor():
     """The child gives QNN buffers with canary bytes on both sides: a graph that writes
     one byte before or past its tensor's bytes is refused."""
-    from delegates.qnn import verify
+    from delegates.qnn import verify_child as verify
 
     f32 = ETensor.from_array(np.zeros(1, np.float32)).scalar_type
     for where in (-1, 0, None):

@@ -22,8 +22,9 @@ def _load(name, tier="reference", tracer=None):
 
 
 def test_no_tracer_runs_the_plain_fast_loop(monkeypatch):
-    """Without a tracer the loop runs unobserved (compiled instructions in C); with one,
-    the same loop runs observed; detached, unobserved again."""
+    """Without a tracer the loop runs unobserved (compiled instructions in C, the whole
+    execute in C where its arguments allow); with one, the same loop runs observed, every
+    execute recorded; detached, unobserved again."""
     from pyruntime.method import Method
 
     fx, m = _load("mlp", tier="fast")
@@ -33,14 +34,17 @@ def test_no_tracer_runs_the_plain_fast_loop(monkeypatch):
     monkeypatch.setattr(Method, "_run", lambda self, observer=None: (
         runs.append(observer is None), real_run(self, observer))[1])
     m.execute(fx.calls[0])
+    assert runs == []  # the all-in-C execute (cython_ext._loop.Bound)
+    m.execute([np.asfortranarray(fx.calls[0][0])])  # not the exact case: the general path
     assert runs == [True]
     tracer = EventTracer()
     assert tracer.attach(m) is m and m.event_tracer is tracer
     m.execute(fx.calls[0])
-    assert runs == [True, False] and tracer.runs  # observed: the tracer saw it
+    assert runs == [True, False] and len(tracer.runs) == 1  # observed: the tracer saw it
     EventTracer.detach(m)
     m.execute(fx.calls[0])
-    assert runs == [True, False, True]
+    m.execute([np.asfortranarray(fx.calls[0][0])])
+    assert runs == [True, False, True] and len(tracer.runs) == 1
 
 
 def test_full_debug_buffer_is_an_error_and_the_dump_stays_valid():

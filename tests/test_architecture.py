@@ -1,0 +1,115 @@
+"""The layering of docs/ARCHITECTURE.md, read from the code: no module imports another in
+a circle (function-level imports included), and no layer imports one above it:
+cython_ext knows nothing of the others; kernels and delegates may use cython_ext (and
+delegates the kernels); pyruntime composes them; only the exporter may use pyruntime.
+The runtime never imports the exporter, torch or executorch."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = {"cython_ext": 0, "kernels": 1, "delegates": 2, "pyruntime": 3, "exporter": 4}
+FORBIDDEN = {"torch", "executorch"}  # for everything but the exporter
+# the runtime's few optional bridges to the reference, imported only when asked
+REFERENCE_USERS = {"pyruntime.bench", "pyruntime.latency"}
+
+
+def _modules() -> dict:
+    mods = {}
+    for top in LAYERS:
+        for p in (REPO / top).rglob("*.py"):
+            rel = p.relative_to(REPO).with_suffix("")
+            mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+    return mods
+
+
+def _imports(name: str, path: Path, mods: dict) -> set:
+    """Every module ``name`` imports, at any depth of its code (names as written)."""
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return out
+
+
+def _graph():
+    mods = _modules()
+
+    def resolve(target):
+        while target and target not in mods:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    graph, raw = {}, {}
+    for name, path in mods.items():
+        raw[name] = _imports(name, path, mods)
+        graph[name] = {r for r in map(resolve, raw[name])
+                       if r and r != name and not name.startswith(r + ".")}
+    return graph, raw
+
+
+def _cycles(graph) -> list:
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_another_in_a_circle():
+    graph, _ = _graph()
+    assert _cycles(graph) == []
+
+
+def test_no_layer_imports_one_above_it():
+    graph, raw = _graph()
+    bad = []
+    for name, deps in graph.items():
+        layer = LAYERS[name.split(".")[0]]
+        for d in deps:
+            if LAYERS[d.split(".")[0]] > layer:
+                bad.append(f"{name} -> {d}")
+    assert bad == []
+
+
+def test_the_runtime_never_imports_torch_or_executorch():
+    _, raw = _graph()
+    bad = sorted(f"{name} -> {t}" for name, targets in raw.items()
+                 if not name.startswith("exporter") and name not in REFERENCE_USERS
+                 for t in targets if t.split(".")[0] in FORBIDDEN)
+    assert bad == []
+
+
+def test_the_checker_sees_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
