@@ -199,7 +199,8 @@ def test_float16_stores_round_to_nearest_even():
     call[slot] = x.reshape(call[slot].shape)
     prog = pyruntime.Runtime.get().load_program(b.pte_path)
     got = np.asarray(prog.load_method(group, tier="reference").execute(call)[k]).reshape(-1)
-    want = x.astype(np.float16)
+    with np.errstate(over="ignore"):  # the edge values past 65504: inf, as wanted
+        want = x.astype(np.float16)
     assert got.dtype == np.float16
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan)
