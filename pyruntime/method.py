@@ -375,7 +375,7 @@ class Method:
         or shape raises ``InvalidArgument`` naming the output before anything is written.
         (The reference tier allocates while it runs; the fast tier does not.)
 
-        >>> # out = [np.empty(o.sizes, o.dtype) for o in m.method_meta().outputs]
+        >>> # out = [np.empty(o.sizes, o.dtype) for o in m.method_meta.outputs]
         >>> # m.execute([x], out=out)[0] is out[0]    # -> True
         """
         bound = self._bound if self._bound is not None else self._make_bound()
@@ -431,13 +431,14 @@ class Method:
         for idx in self.inputs:
             t = self.values[idx]
             if not (isinstance(t, ETensor) and t.planned and t.dynamism == Dynamism.STATIC
-                    and t.storage is not None and t.storage.flags.writeable and t.numel):
-                return False
+                    and t.storage is not None and t.storage.flags.writeable and t.numel
+                    and t.is_contiguous()):
+                return False  # (a dim-ordered tensor's bytes are not the array's C order)
             ins.append((t.data_ptr(), t.nbytes, t.dtype, t.sizes))
         for idx in self.outputs:
             t = self.values[idx]
             if not (isinstance(t, ETensor) and t.dynamism == Dynamism.STATIC
-                    and t.storage is not None and t.numel) \
+                    and t.storage is not None and t.numel and t.is_contiguous()) \
                     or idx in fast.dynamic or idx in fast.repointed:
                 return False  # moved, re-pointed or resized by the run: the general path
             outs.append((t.data_ptr(), t.nbytes, t.dtype, t.sizes))

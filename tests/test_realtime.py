@@ -354,3 +354,24 @@ def test_exact_arguments_run_all_in_c_and_the_others_take_the_general_path():
     out = [np.zeros_like(want)]
     assert m.execute((x,), out=out) is out and np.array_equal(out[0], want)
     assert not _load(get_fixture("mlp_dynamic"))._make_bound()  # dynamic: the general path
+
+
+def test_a_dim_ordered_input_takes_the_general_path_and_keeps_its_layout():
+    """A channels-last input's planned bytes are in NHWC order while the caller's array is
+    NCHW: the raw copy of ``Bound`` would scramble it, so such a method runs the general
+    path, which copies along the dim order (executorch.runtime's numbers on both calls)."""
+    pytest.importorskip("executorch")
+    from executorch.runtime import Runtime
+
+    from tests.programs.single_ops import make_inputs, single_op_program
+
+    path = single_op_program("conv2d_cl")
+    inputs = make_inputs("conv2d_cl")
+    want = Runtime.get().load_program(path).load_method("forward").execute(inputs)[0].numpy()
+    m = pyruntime.Runtime.get().load_program(path).load_method("forward", tier="fast")
+    assert m.method_meta.inputs[0].dim_order == (0, 2, 3, 1)
+    assert not m._make_bound()
+    arrays = [np.ascontiguousarray(t.numpy()) for t in inputs]
+    np.testing.assert_allclose(m.execute(arrays)[0], want, rtol=1e-5, atol=1e-5)
+    out = [np.empty(want.shape, want.dtype)]  # C order: the caller's layout, not the plan's
+    np.testing.assert_allclose(m.execute(arrays, out=out)[0], want, rtol=1e-5, atol=1e-5)
