@@ -67,27 +67,49 @@ def inspect_program(path, data_path=None, out=sys.stdout) -> None:
 
 
 def _describe_delegates(prog, method, w) -> None:
-    """Per delegate, the ops inside it, for backends with a ``describe_payload(payload)`` hook
-    returning op names."""
+    """Per delegate: its payload size and compile specs, why it cannot run here if it cannot,
+    and the ops inside it for backends with a ``describe_payload(payload)`` hook."""
     from collections import Counter
 
     from delegates import backend_registry
 
     plan = prog._plan(method)
     for d, bd in enumerate(plan.delegates or []):
-        backend = backend_registry._backends.get(bd.id or "") \
-            if bd.id in backend_registry.registered() else None
-        if backend is None or not hasattr(backend, "describe_payload"):
+        bid = bd.id or ""
+        try:
+            blob = prog._pte.delegate_blob(bd.processed, f"delegate {d}")
+        except ExecuTorchError as e:
+            w(f"    [{d}] {bid}: {e}\n")
+            continue
+        specs = ", ".join(f"{cs.key}={_spec_value(cs.value)}" for cs in bd.compile_specs or [])
+        w(f"    [{d}] {bid}: payload {len(blob)} bytes; compile specs: {specs or 'none'}\n")
+        why = backend_registry.where_it_runs(bid)
+        if why is not None:
+            w(f"        not runnable here: {why}\n")
+            continue
+        backend = backend_registry._backends[bid]
+        if not hasattr(backend, "describe_payload"):
             continue
         try:
-            ops = backend.describe_payload(
-                prog._pte.delegate_blob(bd.processed, f"delegate {d}"))
+            ops = backend.describe_payload(blob)
         except ExecuTorchError as e:
-            w(f"    [{d}] {bd.id}: {e}\n")
+            w(f"        {e}\n")
             continue
-        w(f"    [{d}] {bd.id}: {len(ops)} ops\n")
+        w(f"        {len(ops)} ops\n")
         for op, n in sorted(Counter(ops).items(), key=lambda kv: (-kv[1], kv[0])):
             w(f"      {n:5d}  {op}\n")
+
+
+def _spec_value(value) -> str:
+    """A compile spec's value: its text when short and printable, else its size."""
+    raw = bytes(value) if value is not None else b""
+    try:
+        text = raw.decode("utf-8")
+        if len(text) <= 48 and text.isprintable():
+            return repr(text)
+    except UnicodeDecodeError:
+        pass
+    return f"<{len(raw)} bytes>"
 
 
 def inspect_ops(path, data_path=None, out=sys.stdout) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from cython_ext.errors import ErrorCode, ExecuTorchError
 from cython_ext.flatbuf import Node, Reader, read_table
 from delegates.interface import payload_bytes
+from delegates.named_data import named_bytes
 from delegates.xnnpack.schema import XNN_SCHEMA
 
 BACKEND = "XnnpackBackend"
@@ -101,17 +102,7 @@ def constant_bytes(xb: XnnBlob, idx: int, named_data, where: str) -> np.ndarray 
 
 
 def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
-    data = None
-    if named_data is not None:
-        try:
-            data = named_data.get(key)
-        except (ExecuTorchError, LookupError):
-            data = None
-    if data is None:
-        raise ExecuTorchError(ErrorCode.NotFound,
-                              f"{BACKEND}: {where}: named data {key!r} is not in the program's "
-                              "named data nor in the data map passed at load (.ptd)")
-    data = payload_bytes(data)
+    data = named_bytes(named_data, key, BACKEND, where)
     if size and len(data) < size:
         raise blob_error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says "
                          f"{size}")

@@ -72,6 +72,10 @@ TARGETS = {t.name: t for t in (
            region="delegate",
            description="Ethos-U delegate payloads (vela_bin_stream blocks, COP1 driver header, "
                        "register command stream, MLW weights) run on our NPU model"),
+    Target("native", (("native", "cnn_bn"), ("native", "attention"), ("native", "zoo2"),
+                      ("native", "mlp_dynamic")), "fast", region="delegate",
+           description="NativeBackend delegate payloads (NPTG fx graphs: named arguments, "
+                       "value references, tensor metadata) run on the portable kernels"),
     Target("vulkan", (("vulkan", "mlp"), ("vulkan", "cnn_bn"), ("vulkan", "quant_cnn"),
                       ("vulkan", "llama_kv")), "fast", region="delegate",
            description="Vulkan delegate payloads (VH00 header, VkGraph) run on a Vulkan "
@@ -105,6 +109,8 @@ def _fixture(kind: str, name: str):
         from tests.delegates.vulkan_fixtures import get_fixture
     elif kind == "ethosu":
         from tests.delegates.ethosu_fixtures import get_fixture
+    elif kind == "native":
+        from tests.delegates.native_fixtures import get_fixture
     else:
         from tests.delegates.xnnpack_fixtures import get_fixture
     return get_fixture(name)

@@ -1,0 +1,24 @@
+"""Named data lookup shared by the bridges: a key in the program's named data or in the
+data map passed at load (``.ptd``), as the flat bytes a payload reader starts from."""
+from __future__ import annotations
+
+import numpy as np
+
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from delegates.interface import payload_bytes
+
+
+def named_bytes(named_data, key: str, backend: str, where: str) -> np.ndarray:
+    """The bytes stored under ``key`` (a read-only uint8 view); NotFound naming the key,
+    the backend and ``where`` it was wanted otherwise."""
+    data = None
+    if named_data is not None:
+        try:
+            data = named_data.get(key)
+        except (ExecuTorchError, LookupError):
+            data = None
+    if data is None:
+        raise ExecuTorchError(ErrorCode.NotFound,
+                              f"{backend}: {where}: named data {key!r} is not in the program's "
+                              "named data nor in the data map passed at load (.ptd)")
+    return payload_bytes(data)
