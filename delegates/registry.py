@@ -36,7 +36,7 @@ SDK_ONLY = {
 _BRIDGES = {"XnnpackBackend": "delegates.xnnpack", "QnnBackend": "delegates.qnn",
             "CoreMLBackend": "delegates.coreml", "VulkanBackend": "delegates.vulkan",
             "EthosUBackend": "delegates.ethosu", "TOSABackend": "delegates.tosa",
-            "NativeBackend": "delegates.native"}
+            "NativeBackend": "delegates.native", "MLXBackend": "delegates.mlx"}
 
 
 class BackendRegistry:

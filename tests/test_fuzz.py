@@ -29,6 +29,7 @@ SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "x
          "vulkan": (200, 1),
          "ethosu": (300, 1),
          "native": (2_000, 1),
+         "mlx": (2_000, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}
 CHUNKS = [(t, i) for t, (_, n) in SUITE.items() for i in range(n)]
 

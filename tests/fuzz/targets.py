@@ -76,6 +76,10 @@ TARGETS = {t.name: t for t in (
                       ("native", "mlp_dynamic")), "fast", region="delegate",
            description="NativeBackend delegate payloads (NPTG fx graphs: named arguments, "
                        "value references, tensor metadata) run on the portable kernels"),
+    Target("mlx", (("mlx", "cnn_bn"), ("mlx", "attention"), ("mlx", "zoo"), ("mlx", "state")),
+           "fast", region="delegate",
+           description="MLX delegate payloads (MLX0 header, MLXGraph slots and instruction "
+                       "chains) run with MLX's semantics in numpy"),
     Target("vulkan", (("vulkan", "mlp"), ("vulkan", "cnn_bn"), ("vulkan", "quant_cnn"),
                       ("vulkan", "llama_kv")), "fast", region="delegate",
            description="Vulkan delegate payloads (VH00 header, VkGraph) run on a Vulkan "
@@ -109,8 +113,10 @@ def _fixture(kind: str, name: str):
         from tests.delegates.vulkan_fixtures import get_fixture
     elif kind == "ethosu":
         from tests.delegates.ethosu_fixtures import get_fixture
-    elif kind == "native":
-        from tests.delegates.native_fixtures import get_fixture
+    elif kind in ("native", "mlx"):
+        from tests.delegates.graph_fixtures import get_fixture
+
+        return get_fixture(name, kind)
     else:
         from tests.delegates.xnnpack_fixtures import get_fixture
     return get_fixture(name)

@@ -1,0 +1,153 @@
+"""MLX-only behaviour: our field tables match the wheel's schema, and malformed payloads,
+node types the bridge lacks and bad slots are ExecuTorchErrors at load (the parity tests
+are in test_graph_delegates.py)."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+import pyruntime
+from cython_ext.errors import ErrorCode, ExecuTorchError
+from delegates.mlx import mlx_backend
+from delegates.mlx.ops import OPS
+from delegates.mlx.schema import SCHEMA, UNIONS
+
+pytest.importorskip("executorch.backends.native", reason="fixtures need executorch's exporter")
+
+from tests.delegates import gen_mlx_schema  # noqa: E402
+from tests.delegates.graph_fixtures import get_fixture  # noqa: E402
+
+
+def _payload(name="mlp"):
+    from tests.fuzz.targets import _delegate_region
+
+    data = get_fixture(name, "mlx").pte_path.read_bytes()
+    a, b = _delegate_region(data)
+    return data, a, b
+
+
+def test_the_field_tables_are_the_wheels_schema():
+    assert gen_mlx_schema.main(["--check"]) == 0
+
+
+def test_every_op_the_bridge_runs_is_a_node_of_the_schema():
+    nodes = set(UNIONS["OpNode"].values())
+    assert set(OPS) <= nodes and set(OPS) <= set(SCHEMA)
+    print(f"{len(OPS)} of {len(nodes)} MLX node types")
+
+
+def test_a_node_type_the_bridge_lacks_fails_at_load_naming_it(monkeypatch):
+    data, a, b = _payload("cnn_bn")
+    monkeypatch.delitem(OPS, "Conv2DNode")
+    with pytest.raises(ExecuTorchError) as e:
+        mlx_backend.init(data[a:b], [], None)
+    assert e.value.code == ErrorCode.NotSupported and "Conv2DNode" in str(e.value)
+
+
+def test_a_bad_header_is_a_clear_error():
+    data, a, b = _payload()
+    blob = bytearray(data[a:b])
+    for bad in (bytes(blob[:10]), b"\0\0\0\0XLM0" + bytes(blob[8:]),
+                bytes(blob[:8]) + struct.pack("<QQ", 1 << 40, 0) + bytes(blob[24:])):
+        with pytest.raises(ExecuTorchError) as e:
+            mlx_backend.init(bad, [], None)
+        assert e.value.code == ErrorCode.InvalidProgram and "MLXBackend" in str(e.value)
+
+
+def test_missing_weights_name_the_key():
+    data, a, b = _payload()
+    with pytest.raises(ExecuTorchError) as e:
+        mlx_backend.init(data[a:b], [], None)
+    assert e.value.code == ErrorCode.NotFound and "named data" in str(e.value)
+
+
+def test_describe_payload_lists_the_nodes():
+    data, a, b = _payload()
+    assert mlx_backend.describe_payload(data[a:b]).count("Addmm") == 3
+
+
+def test_dynamic_batch_runs_each_size():
+    fx = get_fixture("mlp_dynamic", "mlx")
+    m = pyruntime.Runtime.get().load_program(fx.pte_path).load_method("forward")
+    for call, want in zip(fx.calls, fx.expected):
+        got = m.execute(call)[0]
+        assert got.shape == want[0].shape
+        np.testing.assert_allclose(got, want[0], rtol=0, atol=1e-4)
+
+
+# ---- the element-wise nodes no fixture reaches, against torch ------------------------------
+class _Ctx:
+    def __init__(self, tensors):
+        self.tensors = dict(tensors)
+
+    def t(self, tid):
+        return self.tensors[tid]
+
+    def set(self, tid, a):
+        self.tensors[tid] = np.asarray(a)
+
+
+_UNARY = {"Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Log2": "log2",
+          "Log10": "log10", "Log1p": "log1p", "Expm1": "expm1", "Sqrt": "sqrt",
+          "Rsqrt": "rsqrt", "Reciprocal": "reciprocal", "Square": "square", "Sign": "sign",
+          "Floor": "floor", "Ceil": "ceil", "Trunc": "trunc", "Sin": "sin", "Cos": "cos",
+          "Tan": "tan", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf",
+          "Arcsin": "asin", "Arccos": "acos", "Arctan": "atan", "Sinh": "sinh", "Cosh": "cosh",
+          "Arcsinh": "asinh", "Arccosh": "acosh", "Arctanh": "atanh"}
+_BINARY = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div",
+           "Maximum": "maximum", "Minimum": "minimum", "Power": "pow", "Atan2": "atan2",
+           "Remainder": "remainder", "FloorDivide": "floor_divide", "LogAddExp": "logaddexp",
+           "Less": "lt", "LessEqual": "le", "Greater": "gt", "GreaterEqual": "ge",
+           "Equal": "eq", "NotEqual": "ne"}
+
+
+@pytest.mark.parametrize("node,fn", sorted(_UNARY.items()))
+def test_unary_nodes_match_torch(node, fn):
+    import torch
+    from types import SimpleNamespace
+
+    x = np.random.default_rng(7).uniform(-0.9, 0.9, (3, 5)).astype(np.float32)
+    if node == "Arccosh":
+        x = x + 2.0
+    if node in ("Log", "Log2", "Log10", "Sqrt", "Rsqrt"):
+        x = np.abs(x) + 0.1
+    c = _Ctx({0: x})
+    OPS[f"{node}Node"](SimpleNamespace(x=0, out=1), c)
+    want = getattr(torch, fn)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(c.t(1), want, rtol=1e-6, atol=1e-6)
+    assert c.t(1).dtype == want.dtype
+
+
+@pytest.mark.parametrize("node,fn", sorted(_BINARY.items()))
+def test_binary_nodes_match_torch(node, fn):
+    import torch
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(8)
+    a = rng.uniform(0.5, 2.0, (3, 5)).astype(np.float32)
+    b = rng.uniform(0.5, 2.0, (1, 5)).astype(np.float32)
+    b[0, 0] = a[0, 0]  # one tie for the comparisons
+    c = _Ctx({0: a, 1: b})
+    OPS[f"{node}Node"](SimpleNamespace(a=0, b=1, out=2), c)
+    want = getattr(torch, fn)(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose(c.t(2), want, rtol=1e-6, atol=1e-6)
+    assert c.t(2).dtype == want.dtype
+
+
+def test_bitwise_nodes_match_torch():
+    import torch
+    from types import SimpleNamespace
+
+    a = np.array([[3, -8, 255]], np.int32)
+    b = np.array([[5, 7, -1]], np.int32)
+    for node, fn in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"),
+                     ("BitwiseXor", "bitwise_xor")):
+        c = _Ctx({0: a, 1: b})
+        OPS[f"{node}Node"](SimpleNamespace(a=0, b=1, out=2), c)
+        assert np.array_equal(c.t(2), getattr(torch, fn)(torch.from_numpy(a),
+                                                         torch.from_numpy(b)).numpy())
+    c = _Ctx({0: a})
+    OPS["BitwiseInvertNode"](SimpleNamespace(x=0, out=1), c)
+    assert np.array_equal(c.t(1), torch.bitwise_not(torch.from_numpy(a)).numpy())
