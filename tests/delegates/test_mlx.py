@@ -151,3 +151,83 @@ def test_bitwise_nodes_match_torch():
     c = _Ctx({0: a})
     OPS["BitwiseInvertNode"](SimpleNamespace(x=0, out=1), c)
     assert np.array_equal(c.t(1), torch.bitwise_not(torch.from_numpy(a)).numpy())
+
+
+def _iv(v):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(literal=v, vid=None, is_vid=False)
+
+
+class _VCtx(_Ctx):
+    def iv(self, x):
+        return int(x.literal)
+
+
+def _run(node, slots, **fields):
+    from types import SimpleNamespace
+
+    c = _VCtx(slots)
+    OPS[node](SimpleNamespace(**fields), c)
+    return c
+
+
+def test_shape_and_scan_nodes_match_torch():
+    import torch
+
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    tx = torch.from_numpy(x)
+    checks = [
+        ("CumsumNode", dict(x=0, out=1, axis=1, reverse=False, inclusive=True),
+         torch.cumsum(tx, 1)),
+        ("CumsumNode", dict(x=0, out=1, axis=2, reverse=True, inclusive=True),
+         torch.flip(torch.cumsum(torch.flip(tx, [2]), 2), [2])),
+        ("SortNode", dict(x=0, out=1, axis=-1), torch.sort(tx, dim=-1, stable=True).values),
+        ("ArgsortNode", dict(x=0, out=1, axis=0), torch.sort(tx, dim=0, stable=True).indices),
+        ("TileNode", dict(x=0, out=1, reps=[_iv(2), _iv(1), _iv(3)]), tx.repeat(2, 1, 3)),
+        ("RepeatNode", dict(x=0, out=1, repeats=_iv(2), axis=1),
+         torch.repeat_interleave(tx, 2, 1)),
+        ("StackNode", dict(tensors=[0, 0], out=1, axis=1), torch.stack([tx, tx], 1)),
+        ("TrilNode", dict(x=0, out=1, k=1), torch.tril(tx, 1)),
+        ("TriuNode", dict(x=0, out=1, k=-1), torch.triu(tx, -1)),
+        ("VarNode", dict(x=0, out=1, axes=[2], keepdims=True, ddof=1),
+         torch.var(tx, 2, keepdim=True)),
+        ("StdNode", dict(x=0, out=1, axes=[0, 2], keepdims=False, ddof=0),
+         torch.std(tx, (0, 2), correction=0)),
+        ("RMSNormNode", dict(x=0, weight=None, out=1, eps=1e-6),
+         torch.nn.functional.rms_norm(tx, (5,), eps=1e-6)),
+    ]
+    for node, fields, want in checks:
+        got = _run(node, {0: x}, **fields).t(1)
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=node)
+
+
+def test_updates_arange_and_conv1d_match_torch():
+    import torch
+
+    rng = np.random.default_rng(10)
+    dst = rng.standard_normal((4, 6)).astype(np.float32)
+    upd = rng.standard_normal((4, 2)).astype(np.float32)
+    got = _run("SliceUpdateNode", {0: dst, 1: upd}, dst=0, update=1, out=2, axis=_iv(1),
+               start=_iv(3), stop=_iv(5), step=1).t(2)
+    want = torch.from_numpy(dst.copy())
+    want[:, 3:5] = torch.from_numpy(upd)
+    assert np.array_equal(got, want.numpy())
+    assert np.array_equal(dst, _run("IdCopyNode", {0: dst}, x=0, out=1).t(1))  # dst untouched
+    idx = np.array([5, 0], np.int64)
+    got = _run("IndexCopyNode", {0: dst, 1: upd, 2: idx}, dst=0, update=1, indices=2, out=3,
+               axis=1).t(3)
+    want = torch.from_numpy(dst).index_copy(1, torch.from_numpy(idx), torch.from_numpy(upd))
+    assert np.array_equal(got, want.numpy())
+    got = _run("ARangeNode", {}, out=0, start=_iv(2), stop=_iv(11), step=_iv(3),
+               scalar_type=4).t(0)
+    assert np.array_equal(got, torch.arange(2, 11, 3).numpy())
+    x = rng.standard_normal((2, 9, 4)).astype(np.float32)  # [N, L, C_in]
+    w = rng.standard_normal((6, 3, 2)).astype(np.float32)  # [C_out, K, C_in / groups]
+    got = _run("Conv1DNode", {0: x, 1: w}, x=0, w=1, out=2, stride=2, padding=1, dilation=2,
+               groups=2).t(2)
+    want = torch.nn.functional.conv1d(torch.from_numpy(x).permute(0, 2, 1),
+                                      torch.from_numpy(w).permute(0, 2, 1), stride=2,
+                                      padding=1, dilation=2, groups=2).permute(0, 2, 1)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
