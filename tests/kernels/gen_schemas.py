@@ -58,6 +58,9 @@ def generate() -> dict:
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
     import kernels.llm_extra  # noqa: F401  (registers llama::fallback etc. in our registry)
+    from tests.programs.cadence_fixtures import cadence_ops
+
+    cadence_ops()  # torch's registrations of the cadence:: operators
     from kernels.registry import registered_names
 
     table = {}
