@@ -126,6 +126,18 @@ def test_fp16_programs_store_half_tensors_and_stage_fp32():
     assert m.execute(fx.calls[0])[0].dtype == np.float32
 
 
+@pytest.mark.parametrize("name", vf.WEBGPU)
+def test_webgpu_programs_carry_the_vulkan_payload_of_the_same_model(name):
+    """WebGPUPartitioner wraps VulkanPartitioner: its programs name VulkanBackend, with
+    payloads byte for byte those of the Vulkan-lowered model (run by this bridge, parity
+    above)."""
+    fx = vf.get_fixture(name)
+    _, web = delegate_blobs(fx.pte_path)
+    _, vk = delegate_blobs(vf.get_fixture(name.removeprefix("webgpu_")).pte_path)
+    assert [bd.id for bd, _ in web] == ["VulkanBackend"] * len(vk)
+    assert [bytes(b) for _, b in web] == [bytes(b) for _, b in vk]
+
+
 # ---- the payload and its graph ----------------------------------------------------------
 def test_payload_header_graph_and_describe():
     fx = vf.get_fixture("vit_tiny")

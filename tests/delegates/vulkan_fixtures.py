@@ -54,6 +54,7 @@ class Spec:
     dynamic_shapes: Callable[[], Any] | None = None
     portable: str | None = None  # a tests/programs fixture of the same model, or None: own
     quant: bool = False  # int8: meta["step"] is the output quantization step
+    webgpu: bool = False  # lowered with WebGPUPartitioner (it writes VulkanBackend payloads)
 
 
 def _randn(seed: int, *shape: int) -> np.ndarray:
@@ -223,7 +224,15 @@ SPECS: dict[str, Spec] = {
     "cnn_bn_fp16": Spec("1", _model("make_cnn_bn"), lambda: [[_randn(110, 2, 3, 32, 32)]], _FP16,
                         portable="cnn_bn"),
     "vit_tiny_fp16": Spec("1", _vit, lambda: [[_randn(140, 1, 3, 32, 32)]], _FP16),
+    # ExecuTorch's WebGPU frontend wraps VulkanPartitioner: the same payloads, run by the
+    # same bridge
+    "webgpu_mlp": Spec("1", _model("make_mlp"), lambda: [[_randn(100, 4, 32)]], portable="mlp",
+                       webgpu=True),
+    "webgpu_cnn_bn": Spec("1", _model("make_cnn_bn"), lambda: [[_randn(110, 2, 3, 32, 32)]],
+                          portable="cnn_bn", webgpu=True),
+    "webgpu_vit_tiny": Spec("1", _vit, lambda: [[_randn(140, 1, 3, 32, 32)]], webgpu=True),
 }
+WEBGPU = tuple(n for n, s in SPECS.items() if s.webgpu)
 NAMES = tuple(SPECS)
 FLOAT = tuple(n for n, s in SPECS.items() if not s.quant and not s.options.get("force_fp16"))
 HALF = tuple(n for n, s in SPECS.items() if s.options.get("force_fp16"))
@@ -313,10 +322,14 @@ def export(name: str) -> tuple[bytes, bytes | None, dict]:
     module = spec.make()
     example = spec.example() if spec.example else tuple(spec.calls()[0])
     dyn = spec.dynamic_shapes() if spec.dynamic_shapes else None
+    if spec.webgpu:
+        from executorch.backends.webgpu.partitioner import WebGPUPartitioner as Partitioner
+    else:
+        Partitioner = VulkanPartitioner
     with torch.no_grad():
         ep = torch.export.export(module, _torch_args(example), dynamic_shapes=dyn)
         pte = to_edge_transform_and_lower(
-            ep, partitioner=[VulkanPartitioner(dict(spec.options))]).to_executorch().buffer
+            ep, partitioner=[Partitioner(dict(spec.options))]).to_executorch().buffer
         portable = None if spec.portable else to_edge_transform_and_lower(ep).to_executorch().buffer
     meta = {"step": _output_step(module)} if spec.quant else {}
     return pte, portable, meta
