@@ -231,3 +231,60 @@ def test_updates_arange_and_conv1d_match_torch():
                                       torch.from_numpy(w).permute(0, 2, 1), stride=2,
                                       padding=1, dilation=2, groups=2).permute(0, 2, 1)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_reduction_logical_and_gather_nodes_match_torch():
+    import torch
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    tx = torch.from_numpy(x)
+    b = x > 0
+    tb = torch.from_numpy(b)
+    idx = rng.integers(0, 5, (3, 4, 2)).astype(np.int64)
+    checks = [
+        ("MinNode", {0: x}, dict(x=0, out=1, axes=[1], keepdims=False), torch.amin(tx, 1)),
+        ("ProdNode", {0: x}, dict(x=0, out=1, axes=[], keepdims=False), torch.prod(tx)),
+        ("ArgminNode", {0: x}, dict(x=0, out=1, axis=2, keepdims=True),
+         torch.argmin(tx, 2, keepdim=True)),
+        ("AnyNode", {0: b}, dict(x=0, out=1, axes=[0, 2], keepdims=False), torch.any(
+            torch.any(tb, 2), 0)),
+        ("AllNode", {0: b}, dict(x=0, out=1, axes=[1], keepdims=True),
+         torch.all(tb, 1, keepdim=True)),
+        ("LogicalNotNode", {0: b}, dict(x=0, out=1), torch.logical_not(tb)),
+        ("TakeAlongAxisNode", {0: x, 2: idx}, dict(x=0, indices=2, out=1, axis=2),
+         torch.take_along_dim(tx, torch.from_numpy(idx), 2)),
+    ]
+    for node, slots, fields, want in checks:
+        got = _run(node, slots, **fields).t(1)
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=node)
+    for node, fn in (("LogicalAndNode", torch.logical_and), ("LogicalOrNode", torch.logical_or)):
+        got = _run(node, {0: b, 1: ~b[:1]}, a=0, b=1, out=2).t(2)
+        assert np.array_equal(got, fn(tb, torch.from_numpy(~b[:1])).numpy()), node
+
+
+def test_integer_value_nodes():
+    from types import SimpleNamespace
+
+    class Vals(_VCtx):
+        def __init__(self, tensors):
+            super().__init__(tensors)
+            self.values = {}
+
+        def setv(self, vid, v):
+            self.values[vid] = v
+
+    def run(node, **fields):
+        c = Vals({0: np.zeros((2, 7), np.float32), 1: np.array([9], np.int64)})
+        OPS[node](SimpleNamespace(**fields), c)
+        return c.values[0]
+
+    assert run("SymSizeNode", a=0, dim=1, out=0) == 7
+    assert run("ItemIntNode", x=1, out=0) == 9
+    assert run("AddIntNode", a=_iv(7), b=_iv(-3), out=0) == 4
+    assert run("SubtractIntNode", a=_iv(7), b=_iv(-3), out=0) == 10
+    assert run("MultiplyIntNode", a=_iv(7), b=_iv(-3), out=0) == -21
+    assert run("FloorDivideIntNode", a=_iv(7), b=_iv(-3), out=0) == 7 // -3  # floor, as torch
+    assert run("ModIntNode", a=_iv(7), b=_iv(-3), out=0) == 7 % -3
+    with pytest.raises(ExecuTorchError, match="division by zero"):
+        run("FloorDivideIntNode", a=_iv(7), b=_iv(0), out=0)
