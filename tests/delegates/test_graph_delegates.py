@@ -87,3 +87,33 @@ def test_repeated_executes_are_bit_identical(backend):
     first = m.execute(fx.calls[0])[0].copy()
     for _ in range(5):
         assert np.array_equal(m.execute(fx.calls[0])[0], first)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_bits_at_any_thread_count_and_beside_another_thread(backend):
+    """Intra-op threads (the portable ops around the delegates) and two Python threads each
+    running its own method: every run equals the first, bit for bit."""
+    import threading
+
+    fx = get_fixture("zoo", backend)  # delegates with portable ops between them
+    _, base = _load(fx, "fast")
+    want = [o.copy() for o in base.execute(fx.calls[0])]
+    for threads in (1, 2, 3):
+        prog = pyruntime.Runtime.get().load_program(fx.pte_path)
+        m = prog.load_method("forward", tier="fast", threads=threads)
+        for _ in range(20):
+            assert all(np.array_equal(g, w) for g, w in zip(m.execute(fx.calls[0]), want))
+    bad = []
+
+    def loop():
+        m = pyruntime.Runtime.get().load_program(fx.pte_path).load_method("forward", threads=2)
+        for _ in range(30):
+            if not all(np.array_equal(g, w) for g, w in zip(m.execute(fx.calls[0]), want)):
+                bad.append(1)
+
+    ts = [threading.Thread(target=loop) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad

@@ -108,3 +108,11 @@ def test_bad_arguments_name_the_kernel():
         cadence.quantized_linear_per_tensor_out(_t(np.ones((2, 3), np.int8)),
                                                 _t(np.ones((4, 5), np.int8)), None, 0, 0,
                                                 1 << 30, 0, 0, None, _t(np.zeros((2, 4), np.int8)))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_same_bits_at_any_thread_count(threads):
+    fx = get_fixture("cnn")
+    m = pyruntime.Runtime.get().load_program(fx.pte_path).load_method("forward", threads=threads)
+    for _ in range(20):
+        assert np.array_equal(m.execute(fx.calls[1])[0], fx.expected[1][0])
