@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.abi import (D_CAP, D_DATA, D_DIMORDER, D_DTYPE, D_DYN, D_NDIM, D_NUMEL,
+from pyruntime.cython_ext.abi import (D_CAP, D_DATA, D_DIMORDER, D_DTYPE, D_DYN, D_NDIM, D_NUMEL,
                             D_SIZES, D_STRIDES, DESC_WORDS)
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
 
 
 class DescTable:

@@ -16,7 +16,7 @@ import struct
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 _SCALARS = {
     "bool": ("<?", 1), "u8": ("<B", 1), "i8": ("<b", 1), "u16": ("<H", 2), "i16": ("<h", 2),

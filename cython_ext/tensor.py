@@ -23,9 +23,9 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import (ScalarType, cast_array, from_numpy_dtype, scalar_type_name,
+from pyruntime.cython_ext.dtypes import (ScalarType, cast_array, from_numpy_dtype, scalar_type_name,
                                to_numpy_dtype)
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 
 class Dynamism(enum.IntEnum):

@@ -5,11 +5,11 @@ A backend mirrors ExecuTorch's contract (spec section 6): ``is_available()``,
 ``execute(handle, args)``, ``destroy(handle)``, registered under the id the
 ``.pte`` names (``"XnnpackBackend"``, ...).
 
->>> from delegates import backend_registry
+>>> from pyruntime.delegates import backend_registry
 >>> "XnnpackBackend" in backend_registry.known_ids()
 True
 """
-from delegates.interface import BackendInterface
-from delegates.registry import backend_registry, register_backend
+from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.registry import backend_registry, register_backend
 
 __all__ = ["BackendInterface", "backend_registry", "register_backend"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.interface import payload_bytes
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.interface import payload_bytes
 
 
 def named_bytes(named_data, key: str, backend: str, where: str) -> np.ndarray:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import importlib
 import threading
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.interface import BackendInterface
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.interface import BackendInterface
 
 # Backends ExecuTorch ships that programs may name; a bridge registers over its entry.
 _KNOWN = ("XnnpackBackend", "VulkanBackend", "CoreMLBackend", "QnnBackend", "EthosUBackend",
@@ -33,10 +33,10 @@ SDK_ONLY = {
 # Bridges shipped in this package, imported (and so registered) on first use of the
 # registry: importing a bridge is cheap, its vendor library is only looked for when
 # a program needs it.
-_BRIDGES = {"XnnpackBackend": "delegates.xnnpack", "QnnBackend": "delegates.qnn",
-            "CoreMLBackend": "delegates.coreml", "VulkanBackend": "delegates.vulkan",
-            "EthosUBackend": "delegates.ethosu", "TOSABackend": "delegates.tosa",
-            "NativeBackend": "delegates.native", "MLXBackend": "delegates.mlx"}
+_BRIDGES = {bid: f"pyruntime.delegates.{name}" for bid, name in (
+    ("XnnpackBackend", "xnnpack"), ("QnnBackend", "qnn"), ("CoreMLBackend", "coreml"),
+    ("VulkanBackend", "vulkan"), ("EthosUBackend", "ethosu"), ("TOSABackend", "tosa"),
+    ("NativeBackend", "native"), ("MLXBackend", "mlx"))}
 
 
 class BackendRegistry:

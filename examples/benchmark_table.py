@@ -178,7 +178,7 @@ a, b = rng.standard_normal((2, n, n)).astype(np.float32)
 if which == "blas":
     fn = lambda: a @ b
 else:
-    from kernels.fast.ordered import gemm_scratch, ordered_gemm
+    from pyruntime.kernels.fast.ordered import gemm_scratch, ordered_gemm
     c = np.empty((n, n), np.float32)
     S = np.empty(gemm_scratch(n, n, n), np.float32)
     z = np.float32(0)
@@ -234,7 +234,7 @@ c0, w0 = time.process_time(), time.perf_counter()
 import sys
 import numpy as np
 import pyruntime
-from kernels.fast import deferred
+from pyruntime.kernels.fast import deferred
 recs = []
 
 

@@ -1,10 +1,10 @@
-"""``python -m exporter MODULE:FACTORY --out model.pte``: export a model given by a factory.
+"""``python -m pyruntime.exporter MODULE:FACTORY --out model.pte``: export a model given by a factory.
 
 The factory (called with no arguments) returns a module, ``(module, example_args)``
 or ``(module, example_args, dynamic_shapes)``. Without example args, give
 ``--shape`` once per float input, e.g. ``--shape 1x3x32x32``.
 
-    python -m exporter tests.programs.models:make_mlp --shape 4x32 --out mlp.pte
+    python -m pyruntime.exporter tests.programs.models:make_mlp --shape 4x32 --out mlp.pte
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import sys
 
 import torch
 
-from exporter.api import export
-from exporter.errors import ExportError
+from pyruntime.exporter.api import export
+from pyruntime.exporter.errors import ExportError
 
 
 def _load_factory(spec: str):
@@ -30,7 +30,7 @@ def _load_factory(spec: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m exporter", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m pyruntime.exporter", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("factory", help="MODULE:FACTORY returning the model (and example inputs)")
     p.add_argument("--out", required=True, help="where to write the .pte")

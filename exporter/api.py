@@ -5,12 +5,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporter.emit import MethodEmitter, ProgramEmitter
-from exporter.errors import ExportError
-from exporter.lower import lower
-from exporter.memory_planning import plan_memory, verify_plan
-from exporter.passes import graph_modules
-from exporter.writer import serialize_pte, serialize_ptd
+from pyruntime.exporter.emit import MethodEmitter, ProgramEmitter
+from pyruntime.exporter.errors import ExportError
+from pyruntime.exporter.lower import lower
+from pyruntime.exporter.memory_planning import plan_memory, verify_plan
+from pyruntime.exporter.passes import graph_modules
+from pyruntime.exporter.writer import serialize_pte, serialize_ptd
 
 @dataclass
 class ExportResult:

@@ -6,7 +6,7 @@ bytes are stored 32-byte aligned and tensor data 16-byte aligned, as the
 schema's ``force_align`` asks, so ExecuTorch's own loaders accept the file.
 
 >>> import numpy as np
->>> from exporter.bundled import serialize_bundled_program
+>>> from pyruntime.exporter.bundled import serialize_bundled_program
 >>> # pte = open("model.pte", "rb").read()
 >>> # x = np.ones((1, 4), np.float32)
 >>> # bpte = serialize_bundled_program(pte, {"forward": [([x], [expected])]})
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.dtypes import from_numpy_dtype
+from pyruntime.cython_ext.dtypes import from_numpy_dtype
 from pyruntime.devtools import fbwriter
 from pyruntime.devtools.schemas import BUNDLED_ALIGN, BUNDLED_IDENTIFIER, BUNDLED_SCHEMA, \
     BUNDLED_VERSION

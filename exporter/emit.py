@@ -14,9 +14,9 @@ import operator
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten, treespec_dumps
 
-from exporter.errors import node_error
-from exporter.outvariants import ET_VIEW, PRIM_OPS, kernel_for, memory_view, schema_arguments
-from exporter.specs import SCALAR_TYPE, STATIC, TensorSpec, tensor_bytes
+from pyruntime.exporter.errors import node_error
+from pyruntime.exporter.outvariants import ET_VIEW, PRIM_OPS, kernel_for, memory_view, schema_arguments
+from pyruntime.exporter.specs import SCALAR_TYPE, STATIC, TensorSpec, tensor_bytes
 
 NULL, INT, BOOL, DOUBLE, TENSOR, STRING, INT_LIST, DOUBLE_LIST, BOOL_LIST, TENSOR_LIST, \
     OPT_TENSOR_LIST = range(1, 12)

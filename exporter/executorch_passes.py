@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from exporter.outvariants import TO_DIM_ORDER_COPY, memory_view
-from exporter.passes import _constant_node, _flat_inputs, _ops, graph_modules
+from pyruntime.exporter.outvariants import TO_DIM_ORDER_COPY, memory_view
+from pyruntime.exporter.passes import _constant_node, _flat_inputs, _ops, graph_modules
 
 aten = torch.ops.aten
 

@@ -16,10 +16,10 @@ from torch._decomp import get_decompositions
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from exporter import executorch_passes, passes
-from exporter.errors import ExportError, node_error
-from exporter.outvariants import memory_view
-from exporter.specs import TensorSpec, spec_from_value, tensor_bytes
+from pyruntime.exporter import executorch_passes, passes
+from pyruntime.exporter.errors import ExportError, node_error
+from pyruntime.exporter.outvariants import memory_view
+from pyruntime.exporter.specs import TensorSpec, spec_from_value, tensor_bytes
 
 
 @dataclass

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from exporter.errors import ExportError
-from exporter.specs import TensorSpec, node_specs
+from pyruntime.exporter.errors import ExportError
+from pyruntime.exporter.specs import TensorSpec, node_specs
 
 ALIGNMENT = 16
 

@@ -18,8 +18,8 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as PROMO
 from torch._prims_common import elementwise_dtypes
 
-from exporter.errors import node_error
-from exporter.outvariants import (CLONE_DIM_ORDER, EMPTY_DIM_ORDER, TO_DIM_ORDER_COPY,
+from pyruntime.exporter.errors import node_error
+from pyruntime.exporter.outvariants import (CLONE_DIM_ORDER, EMPTY_DIM_ORDER, TO_DIM_ORDER_COPY,
                                   ExternalOp)
 
 aten = torch.ops.aten

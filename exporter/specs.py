@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch.utils._sympy.value_ranges import bound_sympy
 
-from exporter.errors import node_error
+from pyruntime.exporter.errors import node_error
 
 STATIC, DYNAMIC_BOUND = 0, 1
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.elementwise import (
+from pyruntime.kernels.elementwise import (
     BOOL, cast, check_out, emit, float_result, invalid, require_float, sigmoid)
-from kernels.promote import compute_dtype
-from kernels.registry import register
+from pyruntime.kernels.promote import compute_dtype
+from pyruntime.kernels.registry import register
 
 
 @register("aten::hardtanh.out")
@@ -39,7 +39,7 @@ def gelu_out(self, approximate, out):
     dt = self.dtype
     check_out(op, dt, out)
     x = cast(self, compute_dtype(dt))
-    from kernels import libm  # ATen's formulas, libm's erf/tanh, as ExecuTorch's gelu
+    from pyruntime.kernels import libm  # ATen's formulas, libm's erf/tanh, as ExecuTorch's gelu
     with np.errstate(all="ignore"):
         r = libm.ufunc("gelu_tanh" if approximate == "tanh" else "gelu", x.dtype)(x)
     emit(out, r, dt)

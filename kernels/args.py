@@ -1,7 +1,7 @@
 """Argument checks shared by the reference kernel families."""
 from __future__ import annotations
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 
 def wrap_dim(op: str, dim: int, ndim: int, arg: str = "dim") -> int:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.elementwise import (
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.elementwise import (
     BOOL, broadcast_shape, cast, check_out, emit, float_result, invalid)
-from kernels.promote import category, compute_dtype, result_type
-from kernels.registry import register
+from pyruntime.kernels.promote import category, compute_dtype, result_type
+from pyruntime.kernels.registry import register
 
 
 def _check_kind(op: str, kind: str, dt: np.dtype) -> np.dtype:

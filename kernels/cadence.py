@@ -12,7 +12,7 @@ flips every requantized result about its zero point; these kernels take the mult
 as stored (the sign the pass means), so a lowered program equals the converted model.
 
 >>> import numpy as np
->>> from cython_ext.tensor import ETensor
+>>> from pyruntime.cython_ext.tensor import ETensor
 >>> q = ETensor.from_array(np.zeros(3, np.int8))
 >>> quantize_per_tensor_out(ETensor.from_array(np.array([0.1, -0.2, 9.0], np.float32)),
 ...                         0.05, 3, -128, 127, 1, q)
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.registry import register
 
 F32 = np.float32
 _INT = {0: np.uint8, 1: np.int8, 2: np.int16, 3: np.int32, 27: np.uint16}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.elementwise import (
+from pyruntime.kernels.elementwise import (
     BOOL, broadcast_shape, cast, check_out, emit, fill_value, invalid)
-from kernels.promote import compute_dtype, result_type
-from kernels.registry import register
+from pyruntime.kernels.promote import compute_dtype, result_type
+from pyruntime.kernels.registry import register
 
 _COMPARISONS = [
     ("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),

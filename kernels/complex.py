@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.registry import register
 
 COMPLEX_HALF = 8
 _SIGN_OF_IMAG = np.uint32(0x80000000)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.dtypes import cast_array
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.args import wrap_dim
-from kernels.registry import register
+from pyruntime.cython_ext.dtypes import cast_array
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.args import wrap_dim
+from pyruntime.kernels.registry import register
 
 # torch.memory_format as the emitter serializes it (exir/tensor.py memory_format_enum).
 _CONTIGUOUS, _PRESERVE = 0, 1

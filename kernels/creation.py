@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import compute_dtype
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.promote import compute_dtype
+from pyruntime.kernels.registry import register
 
 _rng = np.random.default_rng()
 

@@ -18,12 +18,12 @@ import math
 
 import numpy as np
 
-from cython_ext.dtypes import cast_array
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from kernels.complex import COMPLEX_HALF, complex_half_parts
-from kernels.promote import BF16, F32, arr, category, compute_dtype, result_type
-from kernels.registry import register
+from pyruntime.cython_ext.dtypes import cast_array
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.complex import COMPLEX_HALF, complex_half_parts
+from pyruntime.kernels.promote import BF16, F32, arr, category, compute_dtype, result_type
+from pyruntime.kernels.registry import register
 
 BOOL = np.dtype(np.bool_)
 
@@ -135,7 +135,7 @@ def _libm(name):
     """``name`` computed per element by the C library in ``x``'s type (float32 or float64),
     as ExecuTorch's kernels compute it; numpy's own loops differ in the last bit."""
     def fn(x):
-        from kernels import libm  # imports Numba: only when a program uses the op
+        from pyruntime.kernels import libm  # imports Numba: only when a program uses the op
         return libm.ufunc(name, x.dtype)(x)
     fn.__name__ = name
     return fn

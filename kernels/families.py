@@ -2,10 +2,10 @@
 import importlib
 import pkgutil
 
-import kernels
+from pyruntime import kernels
 
 _SKIP = {"registry", "families", "promote", "fast", "blas_lib", "args", "libm"}  # helpers: no kernels
 
 for _m in pkgutil.iter_modules(kernels.__path__):
     if _m.name not in _SKIP and not _m.name.startswith("_"):
-        importlib.import_module(f"kernels.{_m.name}")
+        importlib.import_module(f"pyruntime.kernels.{_m.name}")

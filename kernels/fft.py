@@ -23,9 +23,9 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.args import wrap_dim
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.args import wrap_dim
+from pyruntime.kernels.registry import register
 
 try:  # numpy >= 2: the gufuncs behind np.fft, which take the factor in any precision
     from numpy.fft import _pocketfft_umath as _pfu

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.args import wrap_dim
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.args import wrap_dim
+from pyruntime.kernels.registry import register
 
 
 def _bad(op, msg):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import njit, overload, types, value, vectorize
+from pyruntime.kernels.fast.deferred import njit, overload, types, value, vectorize
 
 # op -> (float function, double function) in the C library
 FUNCTIONS = {

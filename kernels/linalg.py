@@ -14,9 +14,9 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import compute_dtype, result_type
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.promote import compute_dtype, result_type
+from pyruntime.kernels.registry import register
 
 
 def _bad(op, arg, expected, got):

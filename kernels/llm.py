@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.registry import register
 
 F32 = np.dtype(np.float32)
 

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.llm import _is_float, attention
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.llm import _is_float, attention
+from pyruntime.kernels.registry import register
 
 F32 = np.dtype(np.float32)
 I8 = np.dtype(np.int8)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import BF16, compute_dtype
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.promote import BF16, compute_dtype
+from pyruntime.kernels.registry import register
 
 
 def _bad(op, arg, expected, got):

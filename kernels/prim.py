@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.kernels.registry import register
 
 _I64_MIN = -(1 << 63)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from cython_ext.tensor import ETensor
+from pyruntime.cython_ext.tensor import ETensor
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from kernels.registry import register
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.registry import register
 
 F32 = np.dtype(np.float32)
 _QUANT_DTYPES = {np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.uint16, np.int32)}

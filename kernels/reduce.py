@@ -13,11 +13,11 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import category, compute_dtype
-from kernels.args import wrap_dim
-from kernels.registry import register
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.promote import category, compute_dtype
+from pyruntime.kernels.args import wrap_dim
+from pyruntime.kernels.registry import register
 
 _I64 = np.dtype(np.int64)
 

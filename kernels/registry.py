@@ -17,7 +17,7 @@ resizes per ExecuTorch's rules and casts) and returns ``None``. A symbolic or
 prim op returns its scalar result, which the runtime stores in the
 instruction's last value slot.
 
->>> from kernels.registry import register, get_kernel
+>>> from pyruntime.kernels.registry import register, get_kernel
 >>> @register("demo::twice.out")
 ... def _twice(self, out):
 ...     out.write(self.numpy() * 2)
@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 @dataclass(frozen=True)
 class Kernel:
@@ -119,5 +119,5 @@ def _load_families():
     if not _loaded:
         with _load_lock:
             if not _loaded:
-                import kernels.families  # noqa: F401  (registers every family)
+                import pyruntime.kernels.families  # noqa: F401  (registers every family)
                 _loaded = True

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import compute_dtype
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.promote import compute_dtype
+from pyruntime.kernels.registry import register
 
 
 def _prepare(op, self, dim):
@@ -45,7 +45,7 @@ def _softmax_out(self, dim, half_to_float, out):
     if not x.size:
         out.write(x.reshape(self.shape))
         return
-    from kernels import libm  # imports Numba: only when a program uses softmax
+    from pyruntime.kernels import libm  # imports Numba: only when a program uses softmax
     exp = libm.ufunc("exp", x.dtype)
     x = np.moveaxis(x, dim % x.ndim, 0)
     with np.errstate(all="ignore"):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from kernels.promote import compute_dtype
-from kernels.registry import register
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.kernels.promote import compute_dtype
+from pyruntime.kernels.registry import register
 
 F32 = np.float32
 F32_, F16 = np.dtype(np.float32), np.dtype(np.float16)

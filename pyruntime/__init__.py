@@ -9,11 +9,21 @@ The API mirrors ``executorch.runtime``::
 
 or in one line: ``pyruntime.load("model.pte").forward(x)``.
 """
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from pyruntime.method import Method
-from pyruntime.program import MethodMeta, Program, TensorInfo
-from pyruntime.ptd import DataMap
-from pyruntime.runtime import Runtime
+import os as _os
+
+# The wheel installs kernels/, delegates/, cython_ext/ and exporter/ inside this package
+# (pyproject.toml's package-dir); in a source checkout they sit beside it, found here.
+_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if not _os.path.isdir(_os.path.join(__path__[0], "kernels")) and \
+        _os.path.isfile(_os.path.join(_root, "kernels", "__init__.py")):
+    __path__.append(_root)
+del _os, _root
+
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError  # noqa: E402
+from pyruntime.method import Method  # noqa: E402
+from pyruntime.program import MethodMeta, Program, TensorInfo  # noqa: E402
+from pyruntime.ptd import DataMap  # noqa: E402
+from pyruntime.runtime import Runtime  # noqa: E402
 
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "DataMap",
            "ExecuTorchError", "ErrorCode", "load", "Module"]

@@ -9,9 +9,9 @@ kernel sees the values.
 """
 from __future__ import annotations
 
-from cython_ext.errors import invalid_program
-from cython_ext.tensor import ETensor
-from kernels.schemas import SCHEMAS
+from pyruntime.cython_ext.errors import invalid_program
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.schemas import SCHEMAS
 from pyruntime.values import ListRef
 
 _parsed: dict = {}

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.batch_worker import Config, Runner, split_sets
 from pyruntime.pool import as_program
 

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.batch_worker import Runner, split_sets
 
 IN_FLIGHT = 2  # chunks queued per actor

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.instructions import Op
 from pyruntime.program import TensorInfo
 from pyruntime.runtime import Runtime
@@ -71,7 +71,7 @@ def _describe_delegates(prog, method, w) -> None:
     and the ops inside it for backends with a ``describe_payload(payload)`` hook."""
     from collections import Counter
 
-    from delegates import backend_registry
+    from pyruntime.delegates import backend_registry
 
     plan = prog._plan(method)
     for d, bd in enumerate(plan.delegates or []):
@@ -115,7 +115,7 @@ def _spec_value(value) -> str:
 def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
     """Per operator of each method: which tier runs each of its calls (compiled or
     reference), or that no kernel exists, decided the way load_method decides it."""
-    from kernels.registry import closest_names, has_kernel
+    from pyruntime.kernels.registry import closest_names, has_kernel
 
     prog = Runtime.get().load_program(path, data_path=data_path)
     w = out.write

@@ -21,12 +21,12 @@ import time
 
 import numpy as np
 
-from cython_ext.desc import DescTable
-from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
-from cython_ext.tensor import ETensor
-from kernels.fast import background, dynamic_binder, get_binder, prim
-from kernels.fast.context import BindContext, IntSlot
-from kernels.fast.jit import KernelNotReady, compile_now, is_ready
+from pyruntime.cython_ext.desc import DescTable
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.fast import background, dynamic_binder, get_binder, prim
+from pyruntime.kernels.fast.context import BindContext, IntSlot
+from pyruntime.kernels.fast.jit import KernelNotReady, compile_now, is_ready
 from pyruntime import fusion
 from pyruntime.instructions import CALLS, Op
 from pyruntime.progress import CompileNotice, background_notice

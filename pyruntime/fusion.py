@@ -34,7 +34,7 @@ while it runs), so every intermediate is observable when tracing asks for it.
 """
 from __future__ import annotations
 
-from cython_ext.tensor import ETensor
+from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.instructions import CALLS, Op
 from pyruntime.values import ListRef
 
@@ -127,8 +127,8 @@ def _fusable(plan, pc, members, out) -> bool:
 
 def bind_group(plan, pc, members, out):
     """(fn, block) of the fused kernel for a group, or None."""
-    from kernels.fast.conv import bind_fused
-    from kernels.fast.elementwise import bounds_ok
+    from pyruntime.kernels.fast.conv import bind_fused
+    from pyruntime.kernels.fast.elementwise import bounds_ok
 
     values = plan.m.values
     conv = [values[j] for j in plan.flat[pc].args[:9]]
@@ -164,8 +164,8 @@ def find_runs(plan, taken=frozenset()) -> list:
     """[(first pc, [the other pcs])]: maximal runs of consecutive instructions of one chain
     bound to ``fixed_binary_kernel`` (one call each, no parts), no jump landing inside,
     none in ``taken`` (another group's)."""
-    from kernels.fast import jit
-    from kernels.fast.elementwise import fixed_binary_kernel
+    from pyruntime.kernels.fast import jit
+    from pyruntime.kernels.fast.elementwise import fixed_binary_kernel
 
     fixed = jit._COMPILED.get(fixed_binary_kernel)
     if fixed is None:
@@ -196,6 +196,6 @@ def find_runs(plan, taken=frozenset()) -> list:
 def bind_run(plan, pc, members):
     """(fn, block) of one call running the run's blocks in order; raises KernelNotReady
     when the run kernel is not compiled yet (background compile mode)."""
-    from kernels.fast.elementwise import bind_fixed_run
+    from pyruntime.kernels.fast.elementwise import bind_fixed_run
 
     return bind_fixed_run(plan.ctx, [plan.calls[p][1] for p in [pc] + members])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from pyruntime.schema.flatbuf import Reader, read_table
 from pyruntime.schema.program import PROGRAM_SCHEMA
 

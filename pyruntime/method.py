@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 
-from cython_ext.dtypes import from_numpy_dtype, scalar_type_name
-from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
-from cython_ext.tensor import Dynamism, ETensor
-from cython_ext._loop import NOT_EXACT, Bound, Loop
-from delegates import backend_registry
-from kernels.registry import get_kernel, has_kernel, missing_operators_error
+from pyruntime.cython_ext.dtypes import from_numpy_dtype, scalar_type_name
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.cython_ext._loop import NOT_EXACT, Bound, Loop
+from pyruntime.delegates import backend_registry
+from pyruntime.kernels.registry import get_kernel, has_kernel, missing_operators_error
 from pyruntime import threads as threads_mod
 from pyruntime.argcheck import check_kernel_args
 from pyruntime.instructions import DelegateCall, Free, JumpFalse, KernelCall, Move, Op

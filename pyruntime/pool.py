@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.program import Program, TensorInfo
 from pyruntime.runtime import Runtime
 

@@ -26,8 +26,8 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates import backend_registry
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates import backend_registry
 
 _FIELDS = ("name", "description", "max_planned_bytes", "max_constant_bytes", "backends",
            "threads")

@@ -7,8 +7,8 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import element_size, scalar_type_name, to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.dtypes import element_size, scalar_type_name, to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.loader import PteFile, load_bytes
 from pyruntime.ptd import DataMap
 from pyruntime.values import check_tensor_meta

@@ -176,7 +176,7 @@ class CompileNotice:
 
     def __enter__(self):
         if self.on:
-            from kernels.fast import deferred
+            from pyruntime.kernels.fast import deferred
 
             self._cancel = deferred.when_loaded(self._listen)
             self._thread = threading.Thread(target=self._tick, daemon=True,

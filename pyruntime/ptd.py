@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.loader import load_bytes
 from pyruntime.schema.flatbuf import Reader, read_table
 from pyruntime.schema.program import FLAT_TENSOR_SCHEMA

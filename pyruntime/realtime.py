@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
 
 
 @dataclass(frozen=True)

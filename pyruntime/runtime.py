@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from delegates import backend_registry
-from kernels.registry import registered_names
+from pyruntime.delegates import backend_registry
+from pyruntime.kernels.registry import registered_names
 from pyruntime import threads as threads_mod
 from pyruntime.program import Program
 

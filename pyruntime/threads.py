@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from kernels.blas_lib import set_blas_threads
+from pyruntime.kernels.blas_lib import set_blas_threads
 
 _default = max(1, os.cpu_count() or 1)
 _applied = None

@@ -11,9 +11,9 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import VALID_SCALAR_TYPES, element_size, scalar_type_name
-from cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
-from cython_ext.tensor import Dynamism, ETensor
+from pyruntime.cython_ext.dtypes import VALID_SCALAR_TYPES, element_size, scalar_type_name
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
 
 MAX_RANK = 16  # kTensorDimensionLimit
 

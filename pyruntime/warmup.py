@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from kernels.fast.background import CompileReport, all_kernels, compile_kernels
+from pyruntime.kernels.fast.background import CompileReport, all_kernels, compile_kernels
 from pyruntime.progress import Bar
 
 WarmupReport = CompileReport  # (the name this module's callers know)
@@ -34,7 +34,7 @@ __all__ = ["warmup", "program_kernels", "all_kernels", "compile_kernels", "Warmu
 
 def program_kernels(path, methods=None) -> list:
     """The kernels a fast-tier load of ``path`` binds (all its methods by default)."""
-    from kernels.fast import jit
+    from pyruntime.kernels.fast import jit
     from pyruntime.runtime import Runtime
 
     prog = Runtime.get().load_program(path)
@@ -61,7 +61,7 @@ def warmup(paths=(), all_kernels_: bool = False, jobs=None, stream=None,
     rep = compile_kernels(list(refs), jobs, bar)
     rep.failed = failed + rep.failed
     # the last word: a real load of each program compiles whatever the recording missed
-    from kernels.fast import jit
+    from pyruntime.kernels.fast import jit
     from pyruntime.runtime import Runtime
 
     mode = jit._mode
@@ -92,7 +92,7 @@ def add_parser(sub) -> None:
 
 
 def cli(args) -> int:
-    from kernels.fast._cache import cache_root
+    from pyruntime.kernels.fast._cache import cache_root
 
     if not args.files and not args.all:
         print("warmup: name .pte files, or --all for every kernel", file=sys.stderr)

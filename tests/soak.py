@@ -112,7 +112,7 @@ def bridges():
     from tests.delegates import qnn_fixtures as Q
 
     def qnn_contexts():
-        from delegates.qnn import context
+        from pyruntime.delegates.qnn import context
         return f"live QNN contexts {context.live_contexts()}"
     add("QnnBackend", lambda: Q.get_fixture("mlp_fp16"), qnn_contexts)
     from tests.delegates import coreml_fixtures as C

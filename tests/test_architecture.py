@@ -16,12 +16,20 @@ REFERENCE_USERS = {"pyruntime.bench", "pyruntime.latency"}
 
 
 def _modules() -> dict:
+    """Every module by its installed name: pyruntime.*, and the other folders inside it
+    (pyruntime.kernels.*, ...; pyproject.toml's package-dir)."""
     mods = {}
     for top in LAYERS:
         for p in (REPO / top).rglob("*.py"):
             rel = p.relative_to(REPO).with_suffix("")
-            mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            mods[".".join(parts if top == "pyruntime" else ("pyruntime",) + parts)] = p
     return mods
+
+
+def _layer(name: str) -> int:
+    parts = name.split(".")
+    return LAYERS[parts[1] if len(parts) > 1 and parts[1] in LAYERS else "pyruntime"]
 
 
 def _imports(name: str, path: Path, mods: dict) -> set:
@@ -96,9 +104,9 @@ def test_no_layer_imports_one_above_it():
     graph, raw = _graph()
     bad = []
     for name, deps in graph.items():
-        layer = LAYERS[name.split(".")[0]]
+        layer = _layer(name)
         for d in deps:
-            if LAYERS[d.split(".")[0]] > layer:
+            if _layer(d) > layer and d != "pyruntime":  # (the package itself: its __init__)
                 bad.append(f"{name} -> {d}")
     assert bad == []
 
@@ -106,8 +114,23 @@ def test_no_layer_imports_one_above_it():
 def test_the_runtime_never_imports_torch_or_executorch():
     _, raw = _graph()
     bad = sorted(f"{name} -> {t}" for name, targets in raw.items()
-                 if not name.startswith("exporter") and name not in REFERENCE_USERS
+                 if not name.startswith("pyruntime.exporter") and name not in REFERENCE_USERS
                  for t in targets if t.split(".")[0] in FORBIDDEN)
+    assert bad == []
+
+
+def test_every_import_uses_the_one_import_name():
+    """kernels/, delegates/, ... install inside pyruntime (tests/test_packaging.py builds the
+    wheel): nothing imports them by their folder names."""
+    code = [p for top in LAYERS for p in (REPO / top).rglob("*.py")] + \
+        list((REPO / "tests").rglob("*.py")) + list((REPO / "examples").rglob("*.py"))
+    bad = []
+    for p in code:
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bad += [f"{p.relative_to(REPO)}: {n}" for n in names
+                    if n.split(".")[0] in LAYERS and n.split(".")[0] != "pyruntime"]
     assert bad == []
 
 

@@ -41,26 +41,26 @@ _PART = {"qnn": "qnn", "coreml": "coreml", "ethosu": "arm", "vulkan": "vulkan"}
 def _missing(name: str) -> str | None:
     """Why ``name``'s sources cannot be made here (a vendor library that is not installed)."""
     if name.startswith("qnn"):
-        from delegates.qnn import library
+        from pyruntime.delegates.qnn import library
         from tests.delegates.qnn_fixtures import unavailable_reason
 
         if library.get_library() is None:
             return f"QnnBackend: {library.unavailable_reason()}"
         return unavailable_reason()
     if name == "coreml":
-        from delegates.coreml import coreml_backend
+        from pyruntime.delegates.coreml import coreml_backend
 
         ok = coreml_backend.is_available()
         return None if ok else f"CoreMLBackend: {coreml_backend.unavailable_reason()}"
     if name == "ethosu":
-        from delegates.ethosu import ethosu_backend
+        from pyruntime.delegates.ethosu import ethosu_backend
         from tests.delegates.ethosu_fixtures import unavailable_reason
 
         if not ethosu_backend.is_available():
             return f"EthosUBackend: {ethosu_backend.unavailable_reason()}"
         return unavailable_reason()
     if name == "vulkan":
-        from delegates.vulkan.device import availability
+        from pyruntime.delegates.vulkan.device import availability
 
         ok, why = availability()
         return None if ok else f"VulkanBackend: {why}"

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.realtime import RealtimeRunner
 from tests.delegates import xnnpack_fixtures as X
 from tests.programs.fixtures import get_fixture
@@ -338,7 +338,7 @@ def test_exact_arguments_run_all_in_c_and_the_others_take_the_general_path():
     """A fast-tier method with fixed inputs and outputs copies, runs and copies out in C
     (``cython_ext._loop.Bound``); inputs that are not the exact case (non-contiguous,
     another dtype, a list) go through the general binders, which convert or explain."""
-    from cython_ext._loop import Bound
+    from pyruntime.cython_ext._loop import Bound
 
     fx = get_fixture("mlp")
     m = _load(fx)

@@ -216,7 +216,7 @@ def test_delegate_without_bridge_is_a_clear_error(monkeypatch):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    from delegates import backend_registry
+    from pyruntime.delegates import backend_registry
 
     class M(torch.nn.Module):
         def forward(self, x):
@@ -236,7 +236,7 @@ def test_delegate_without_bridge_is_a_clear_error(monkeypatch):
 
 
 def test_threads_setting_per_method_and_runtime_default():
-    from kernels.blas_lib import blas_threads
+    from pyruntime.kernels.blas_lib import blas_threads
 
     pte, _ = small_program("linear_relu")
     rt = pyruntime.Runtime.get()

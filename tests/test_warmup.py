@@ -22,7 +22,7 @@ from tests.child import run_json
 from tests.programs.small_programs import small_program
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL_KERNEL = ("kernels.fast.complex", "conj_kernel")  # a short compile
+SMALL_KERNEL = ("pyruntime.kernels.fast.complex", "conj_kernel")  # a short compile
 
 
 # ---- the default tier ------------------------------------------------------------------
@@ -79,7 +79,7 @@ def test_load_method_without_a_tier_runs_compiled_kernels():
 def test_program_kernels_are_found_without_compiling():
     from numba.core import event
 
-    from kernels.fast import jit
+    from pyruntime.kernels.fast import jit
     from pyruntime.warmup import all_kernels, program_kernels
 
     pte, _ = small_program("linear_relu")
@@ -87,7 +87,7 @@ def test_program_kernels_are_found_without_compiling():
     with event.install_recorder("numba:run_pass") as rec:
         refs = program_kernels(pte)
     assert rec.buffer == []  # not one compiler pass
-    assert ("kernels.fast.elementwise", "unary_kernel") in refs  # the relu
+    assert ("pyruntime.kernels.fast.elementwise", "unary_kernel") in refs  # the relu
     assert all(isinstance(r, tuple) and len(r) == 2 for r in refs)
     assert dict(jit._COMPILED) == before  # no stub left behind
     everything = all_kernels()
@@ -98,7 +98,7 @@ def test_program_kernels_are_found_without_compiling():
 _CHILD = """
 import json, sys
 from numba.core import event
-from kernels.fast import nb
+from pyruntime.kernels.fast import nb
 import importlib
 mod, name = sys.argv[1], sys.argv[2]
 with event.install_recorder("numba:run_pass") as rec:
@@ -176,7 +176,7 @@ _GAVE_UP = """
 import json, subprocess, sys
 import numpy as np
 import pyruntime
-import kernels.fast.background as W
+import pyruntime.kernels.fast.background as W
 
 def dead_compiler(refs):  # a background compile that exits without compiling anything
     p = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -7,8 +7,8 @@ program needs it, and its absence is a NotFound error at load naming the
 backend. See ``backend.py`` for the engines and ``ops.py`` for what "fp16
 semantics" means here.
 """
-from delegates.coreml.backend import CoreMLBackend, CoreMLHandle
-from delegates.registry import register_backend
+from pyruntime.delegates.coreml.backend import CoreMLBackend, CoreMLHandle
+from pyruntime.delegates.registry import register_backend
 
 coreml_backend = register_backend(CoreMLBackend())
 

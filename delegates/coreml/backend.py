@@ -22,13 +22,13 @@ import os
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.coreml import native
-from delegates.coreml.interpreter import CompiledFunction
-from delegates.coreml.model import INSTALL_HINT, Var, load_program, np_dtype, proto_modules
-from delegates.coreml.payload import BACKEND, mlpackage_model_path, payload_error, read_payload
-from delegates.interface import BackendInterface
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.coreml import native
+from pyruntime.delegates.coreml.interpreter import CompiledFunction
+from pyruntime.delegates.coreml.model import INSTALL_HINT, Var, load_program, np_dtype, proto_modules
+from pyruntime.delegates.coreml.payload import BACKEND, mlpackage_model_path, payload_error, read_payload
+from pyruntime.delegates.interface import BackendInterface
 
 COMPUTE_UNITS = ("cpu_only", "cpu_and_gpu", "cpu_and_ne", "all")
 
@@ -92,7 +92,7 @@ def _specs(compile_specs) -> dict:
 class CoreMLBackend(BackendInterface):
     """The ``CoreMLBackend`` bridge (see the module docstring).
 
-    >>> from delegates import backend_registry
+    >>> from pyruntime.delegates import backend_registry
     >>> b = backend_registry.get("CoreMLBackend")   # NotFound without coremltools
     """
 

@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from delegates.coreml.payload import payload_error
+from pyruntime.delegates.coreml.payload import payload_error
 
 SENTINEL = 0xDEADBEEF
 HEADER_SIZE = 64
@@ -93,7 +93,7 @@ class BlobFile:
                                     f"than {count} {name} values")
             return unpack_bits(raw, bits, count, name == "int4").reshape(shape)
         if np_dtype == "bfloat16":
-            from cython_ext.dtypes import to_numpy_dtype
+            from pyruntime.cython_ext.dtypes import to_numpy_dtype
 
             np_dtype = to_numpy_dtype(15)
         item = np.dtype(np_dtype).itemsize

@@ -4,5 +4,5 @@ from __future__ import annotations
 
 
 def load_families() -> None:
-    from delegates.coreml import (ops_const, ops_elementwise, ops_nn,  # noqa: F401
+    from pyruntime.delegates.coreml import (ops_const, ops_elementwise, ops_nn,  # noqa: F401
                                   ops_recurrent, ops_reduce, ops_tensor)

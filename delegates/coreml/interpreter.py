@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.coreml.model import Function, Op, np_dtype
-from delegates.coreml.families import load_families
-from delegates.coreml.ops import OPS, cast_to
-from delegates.coreml.payload import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.coreml.model import Function, Op, np_dtype
+from pyruntime.delegates.coreml.families import load_families
+from pyruntime.delegates.coreml.ops import OPS, cast_to
+from pyruntime.delegates.coreml.payload import BACKEND
 
 _NO_FOLD = {"read_state", "write_state", "random_bernoulli", "random_categorical",
             "random_normal", "random_uniform"}

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.coreml.blobs import BlobFile, unpack_bits
-from delegates.coreml.payload import BACKEND, Directory, payload_error
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.coreml.blobs import BlobFile, unpack_bits
+from pyruntime.delegates.coreml.payload import BACKEND, Directory, payload_error
 
 INSTALL_HINT = ("coremltools is not installed: pip install 'pyruntime[coreml]' (its generated "
                 "protobuf modules read the Core ML model)")
@@ -208,7 +208,7 @@ _NP = {"bool": np.bool_, "fp16": np.float16, "fp32": np.float32, "fp64": np.floa
 def np_dtype(name: str):
     """numpy dtype of a MIL dtype name (bf16 via ml_dtypes); None for strings."""
     if name == "bf16":
-        from cython_ext.dtypes import to_numpy_dtype
+        from pyruntime.cython_ext.dtypes import to_numpy_dtype
         return to_numpy_dtype(15)
     if name in SUB_BYTE:
         return np.dtype(np.int8 if name == "int4" else np.uint8)

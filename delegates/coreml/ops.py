@@ -25,8 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.coreml.payload import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.coreml.payload import BACKEND
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,9 @@ def cast_to(x, dt) -> np.ndarray:
 def call_kernel(name: str, args: list, outs: list) -> list:
     """Run a pyruntime reference kernel (``kernels/``) on numpy operands: arrays are wrapped as
     ETensors, ``outs`` is [(numpy dtype, shape)]; returns the output arrays."""
-    from cython_ext.dtypes import from_numpy_dtype
-    from cython_ext.tensor import Dynamism, ETensor
-    from kernels.registry import get_kernel
+    from pyruntime.cython_ext.dtypes import from_numpy_dtype
+    from pyruntime.cython_ext.tensor import Dynamism, ETensor
+    from pyruntime.kernels.registry import get_kernel
 
     wrapped = [ETensor.from_array(a) if isinstance(a, np.ndarray) else a for a in args]
     tensors = [ETensor.empty(from_numpy_dtype(np.dtype(dt)), shape, dynamism=Dynamism.DYNAMIC_BOUND)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from delegates.coreml.blobs import unpack_bits
-from delegates.coreml.ops import axis_of, cast_to, dtype_of_string, ilist, mil_op, op_error
+from pyruntime.delegates.coreml.blobs import unpack_bits
+from pyruntime.delegates.coreml.ops import axis_of, cast_to, dtype_of_string, ilist, mil_op, op_error
 
 
 def _along(p, axis: int, rank: int) -> np.ndarray:

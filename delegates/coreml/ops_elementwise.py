@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from delegates.coreml.ops import (call_kernel, cast_to, channel_bcast, dtype_of_string,
+from pyruntime.delegates.coreml.ops import (call_kernel, cast_to, channel_bcast, dtype_of_string,
                                   mil_op, op_error)
 
 # One numpy ufunc each: on float16 operands numpy computes in float32 and rounds once,

@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from delegates.coreml.ops import (axes_of, call_kernel, fval, ilist, ival, mil_op, op_error)
+from pyruntime.delegates.coreml.ops import (axes_of, call_kernel, fval, ilist, ival, mil_op, op_error)
 
 
 @mil_op("linear")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from delegates.coreml.ops import fval, mil_op, op_error
+from pyruntime.delegates.coreml.ops import fval, mil_op, op_error
 
 _ACT = {"sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh,
         "relu": lambda x: np.maximum(x, 0), "linear": lambda x: x,

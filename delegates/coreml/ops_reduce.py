@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from delegates.coreml.ops import axes_of, axis_of, dtype_of_string, mil_op, op_error
+from pyruntime.delegates.coreml.ops import axes_of, axis_of, dtype_of_string, mil_op, op_error
 
 
 def _reduce(name, f):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from delegates.coreml.ops import (axes_of, axis_of, blist, call_kernel, ilist, ival, mil_op,
+from pyruntime.delegates.coreml.ops import (axes_of, axis_of, blist, call_kernel, ilist, ival, mil_op,
                                   op_error)
 
 _MAX_ELEMENTS = 1 << 28  # a shape computed at run time that asks for more is refused

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.interface import payload_bytes
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.interface import payload_bytes
 
 BACKEND = "CoreMLBackend"
 REFERENCE_MAGIC = b"CMJR"

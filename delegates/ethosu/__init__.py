@@ -7,8 +7,8 @@ absence is a NotFound error at load naming the backend. See ``backend.py`` for w
 the model covers, ``npu.py`` for the register machine and ``ops.py`` for the
 arithmetic.
 """
-from delegates.ethosu.backend import EthosUBackend, EthosUHandle
-from delegates.registry import register_backend
+from pyruntime.delegates.ethosu.backend import EthosUBackend, EthosUHandle
+from pyruntime.delegates.registry import register_backend
 
 ethosu_backend = register_backend(EthosUBackend())
 

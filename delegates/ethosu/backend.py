@@ -32,13 +32,13 @@ import os
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.ethosu import weights as W
-from delegates.ethosu.npu import Arch, Compiler
-from delegates.ethosu.ops import Executor
-from delegates.ethosu.payload import BACKEND, payload_error, read_payload
-from delegates.interface import BackendInterface
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.ethosu import weights as W
+from pyruntime.delegates.ethosu.npu import Arch, Compiler
+from pyruntime.delegates.ethosu.ops import Executor
+from pyruntime.delegates.ethosu.payload import BACKEND, payload_error, read_payload
+from pyruntime.delegates.interface import BackendInterface
 
 INSTALL_HINT = W.INSTALL_HINT
 
@@ -91,7 +91,7 @@ class EthosUHandle:
         waking it costs ten times the work, so the stream runs with ``threads`` BLAS
         threads (default 1; the method's ``threads=`` when given) and restores the
         setting after."""
-        from kernels.blas_lib import blas_threads, set_blas_threads
+        from pyruntime.kernels.blas_lib import blas_threads, set_blas_threads
 
         before = blas_threads()
         if before and before != self.threads:
@@ -118,7 +118,7 @@ def _region_sizes(program, fast_scratch: int) -> dict:
 class EthosUBackend(BackendInterface):
     """The ``EthosUBackend`` bridge (see the module docstring).
 
-    >>> from delegates import backend_registry
+    >>> from pyruntime.delegates import backend_registry
     >>> b = backend_registry.get("EthosUBackend")   # NotFound without ethos-u-vela
     """
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.ethosu import registers as R
-from delegates.ethosu.payload import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.ethosu import registers as R
+from pyruntime.delegates.ethosu.payload import BACKEND
 
 N_REGIONS = 8
 # Work limits of the model (a corrupted stream must fail, not exhaust memory or time):

@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.ethosu import weights as W
-from delegates.ethosu.npu import FeatureMap, Operation
-from delegates.ethosu.payload import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.ethosu import weights as W
+from pyruntime.delegates.ethosu.npu import FeatureMap, Operation
+from pyruntime.delegates.ethosu.payload import BACKEND
 
 _NEG = -(1 << 40)  # padding for max pooling: below any accumulator value
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.interface import payload_bytes
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.interface import payload_bytes
 
 BACKEND = "EthosUBackend"
 HEADER = struct.Struct("<16sIB11s")

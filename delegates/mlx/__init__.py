@@ -3,8 +3,8 @@ Apple's MLX) run on any host, MLX's op semantics in numpy.
 
 Importing this package registers the backend; it needs nothing beyond pyruntime.
 """
-from delegates.mlx.backend import MLXBackend, MLXHandle
-from delegates.registry import register_backend
+from pyruntime.delegates.mlx.backend import MLXBackend, MLXHandle
+from pyruntime.delegates.registry import register_backend
 
 mlx_backend = register_backend(MLXBackend())
 

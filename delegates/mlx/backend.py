@@ -18,14 +18,14 @@ import threading
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.flatbuf import Reader, read_table
-from cython_ext.tensor import ETensor
-from delegates.interface import BackendInterface, payload_bytes
-from delegates.mlx.ops import OPS
-from delegates.mlx.schema import REQUIRED, SCHEMA, SLOTS
-from delegates.named_data import named_bytes
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.flatbuf import Reader, read_table
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.interface import BackendInterface, payload_bytes
+from pyruntime.delegates.mlx.ops import OPS
+from pyruntime.delegates.mlx.schema import REQUIRED, SCHEMA, SLOTS
+from pyruntime.delegates.named_data import named_bytes
 
 BACKEND = "MLXBackend"
 MAGIC = b"MLX0"

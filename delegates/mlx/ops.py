@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.tensor import ETensor
-from delegates.numpy_math import sdpa, softmax
-from kernels.registry import get_kernel
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.numpy_math import sdpa, softmax
+from pyruntime.kernels.registry import get_kernel
 
 
 def _portable(name: str, x: np.ndarray, *args) -> np.ndarray:

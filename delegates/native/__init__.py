@@ -3,8 +3,8 @@ serialised fx graph of core ATen ops) run on pyruntime's portable kernels.
 
 Importing this package registers the backend; it needs nothing beyond pyruntime.
 """
-from delegates.native.backend import NativeBackend, NativeHandle
-from delegates.registry import register_backend
+from pyruntime.delegates.native.backend import NativeBackend, NativeHandle
+from pyruntime.delegates.registry import register_backend
 
 native_backend = register_backend(NativeBackend())
 

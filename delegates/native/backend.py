@@ -17,14 +17,14 @@ import threading
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
-from delegates.interface import BackendInterface, payload_bytes
-from delegates.named_data import named_bytes
-from delegates.native.graph import (BACKEND, Graph, NativeMethod, build_method, payload_error,
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.delegates.interface import BackendInterface, payload_bytes
+from pyruntime.delegates.named_data import named_bytes
+from pyruntime.delegates.native.graph import (BACKEND, Graph, NativeMethod, build_method, payload_error,
                                     read_program)
-from delegates.native.ops import CondOp, KernelOp, LocalOp
-from delegates.native.records import Ref, TensorSpec
+from pyruntime.delegates.native.ops import CondOp, KernelOp, LocalOp
+from pyruntime.delegates.native.records import Ref, TensorSpec
 
 
 MAX_BYTES = 8 << 30  # scratch a delegate may allocate at load unless told otherwise

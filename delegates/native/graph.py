@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.flatbuf import Node, Reader, read_table
-from delegates.native import schema as S
-from delegates.native.ops import resolve
-from delegates.native.records import Ref, TensorSpec
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.flatbuf import Node, Reader, read_table
+from pyruntime.delegates.native import schema as S
+from pyruntime.delegates.native.ops import resolve
+from pyruntime.delegates.native.records import Ref, TensorSpec
 
 BACKEND = "NativeBackend"
 MAX_DEPTH = 16  # nested cond subgraphs

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.native.records import Ref
-from delegates.numpy_math import sdpa
-from kernels.registry import get_kernel, has_kernel
-from kernels.schemas import SCHEMAS
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.native.records import Ref
+from pyruntime.delegates.numpy_math import sdpa
+from pyruntime.kernels.registry import get_kernel, has_kernel
+from pyruntime.kernels.schemas import SCHEMAS
 
 # factory and layout arguments of functional ops that out variants do not take (the
 # output tensor's own dtype and layout stand for them)

@@ -18,8 +18,8 @@ and devices, QNN's log), ``context.py`` (binary info, shared contexts),
 ``backend.py`` (the backend), ``verify.py`` (opt-in child-process check of
 untrusted binaries: ``PYRUNTIME_QNN_VERIFY=1``).
 """
-from delegates.qnn.backend import QnnBackend
-from delegates.registry import register_backend
+from pyruntime.delegates.qnn.backend import QnnBackend
+from pyruntime.delegates.registry import register_backend
 
 qnn_backend = register_backend(QnnBackend())
 

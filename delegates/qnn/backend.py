@@ -18,11 +18,11 @@ import ctypes
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.interface import BackendInterface, payload_bytes
-from delegates.qnn import context, ctypes_api as api, isolated, library, verify
-from delegates.qnn.payload import BACKEND, parse_compile_specs, parse_payload
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.interface import BackendInterface, payload_bytes
+from pyruntime.delegates.qnn import context, ctypes_api as api, isolated, library, verify
+from pyruntime.delegates.qnn.payload import BACKEND, parse_compile_specs, parse_payload
 
 _TENSOR = ctypes.sizeof(api.Tensor)
 # byte offsets inside Qnn_Tensor_t (V1 and V2 share the prefix)
@@ -244,7 +244,7 @@ class QnnBackend(BackendInterface):
     ``set_option("soc_fallback", True)`` (or ``init(..., runtime_options={"soc_fallback":
     True})``) asks to run it on a device without SoC config, which warns once per SoC.
 
-    >>> from delegates import backend_registry
+    >>> from pyruntime.delegates import backend_registry
     >>> b = backend_registry.get("QnnBackend")   # NotFound (with the install command) if
     >>> # b.library.describe()                    # no QNN library is installed
     """

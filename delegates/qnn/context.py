@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.qnn import ctypes_api as api
-from delegates.qnn.library import QnnLibrary, guarded
-from delegates.qnn.payload import BACKEND, payload_error
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.qnn import ctypes_api as api
+from pyruntime.delegates.qnn.library import QnnLibrary, guarded
+from pyruntime.delegates.qnn.payload import BACKEND, payload_error
 
 _MAX_GRAPHS, _MAX_TENSORS, _MAX_RANK, _MAX_CHANNELS = 4096, 65536, 16, 1 << 24
 

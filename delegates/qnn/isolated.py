@@ -14,7 +14,7 @@ results are bit for bit the same. A worker that dies (a signal, or no answer wit
 ``ExecuTorchError`` naming the signal; its handles (and their mutable-buffer state)
 are gone, and later calls on them say so; the next ``init`` starts a new worker.
 
-    python -m delegates.qnn.isolated <library folder>   # a worker by hand (see _serve)
+    python -m pyruntime.delegates.qnn.isolated <library folder>   # a worker by hand (see _serve)
 """
 from __future__ import annotations
 
@@ -30,16 +30,16 @@ import threading
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.qnn.payload import BACKEND
-from delegates.qnn.verify import env_flag, env_seconds
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.qnn.payload import BACKEND
+from pyruntime.delegates.qnn.verify import env_flag, env_seconds
 
 ENV = "PYRUNTIME_QNN_ISOLATE"
 TIMEOUT_ENV = "PYRUNTIME_QNN_ISOLATE_TIMEOUT"
 _HEADER = struct.Struct("<Q")
 # (not ``-m``: this module is imported with the package, and runpy warns about that)
-_WORKER_MAIN = ("import sys; from delegates.qnn.isolated_worker import serve; "
+_WORKER_MAIN = ("import sys; from pyruntime.delegates.qnn.isolated_worker import serve; "
                 "sys.exit(serve(sys.argv[1]))")
 
 

@@ -8,10 +8,10 @@ import sys
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.qnn.isolated import _recv, _send
-from delegates.qnn.payload import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.qnn.isolated import _recv, _send
+from pyruntime.delegates.qnn.payload import BACKEND
 
 
 def serve(folder: str) -> int:
@@ -23,7 +23,7 @@ def serve(folder: str) -> int:
     os.dup2(2, 1)  # the libraries print to stdout
     inp = os.fdopen(0, "rb")
     os.environ["PYRUNTIME_QNN_LIB_DIR"] = folder
-    from delegates.qnn.backend import QnnBackend
+    from pyruntime.delegates.qnn.backend import QnnBackend
 
     backend = QnnBackend()
     handles, next_id = {}, 1

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.qnn import ctypes_api as api
-from delegates.qnn.payload import BACKEND, soc_name
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.qnn import ctypes_api as api
+from pyruntime.delegates.qnn.payload import BACKEND, soc_name
 
 ENV = "PYRUNTIME_QNN_LIB_DIR"
 SDK_ENV = "QNN_SDK_ROOT"

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.flatbuf import Reader, read_table
-from delegates.interface import payload_bytes
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.flatbuf import Reader, read_table
+from pyruntime.delegates.interface import payload_bytes
 
 BACKEND = "QnnBackend"
 MAGIC = 0x5678ABCD

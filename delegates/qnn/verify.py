@@ -44,8 +44,8 @@ use, that has imported the bridge and opened the libraries (without calling them
 thread of theirs runs in it), so a new binary costs a fork, one context, one execution
 and the frees: about 0.1 s here (0.47 s with a Python start per binary).
 
-    python -m delegates.qnn.verify_child <library folder> <binary file> [soc model]
-    python -m delegates.qnn.verify_child --serve <library folder>   # the server
+    python -m pyruntime.delegates.qnn.verify_child <library folder> <binary file> [soc model]
+    python -m pyruntime.delegates.qnn.verify_child --serve <library folder>   # the server
 
 This module is the client side (what the bridge imports); the server and its children
 are ``verify_child.py``, which imports the bridge to run the binary.
@@ -65,8 +65,8 @@ import threading
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.qnn.payload import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.qnn.payload import BACKEND
 
 ENV = "PYRUNTIME_QNN_VERIFY"
 TIMEOUT_ENV = "PYRUNTIME_QNN_VERIFY_TIMEOUT"
@@ -151,7 +151,7 @@ class _Server:
         env.pop(ENV, None)
         self.log = tempfile.TemporaryFile()
         self.owner = os.getpid()
-        self.proc = subprocess.Popen([sys.executable, "-m", "delegates.qnn.verify_child",
+        self.proc = subprocess.Popen([sys.executable, "-m", "pyruntime.delegates.qnn.verify_child",
                                       "--serve", self.folder], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, env=env)
 

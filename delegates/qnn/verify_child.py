@@ -3,8 +3,8 @@ opens a context binary, runs every graph once on zeros with canaried buffers and
 everything, so that a crash, a hang or heap damage happens there, not in the process
 that asked.
 
-    python -m delegates.qnn.verify_child <library folder> <binary file> [soc model]
-    python -m delegates.qnn.verify_child --serve <library folder>
+    python -m pyruntime.delegates.qnn.verify_child <library folder> <binary file> [soc model]
+    python -m pyruntime.delegates.qnn.verify_child --serve <library folder>
 """
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ import traceback
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.qnn.payload import BACKEND
-from delegates.qnn.verify import ENV, REFUSED
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.qnn.payload import BACKEND
+from pyruntime.delegates.qnn.verify import ENV, REFUSED
 
 
 def _child(folder: str, path: str, soc_model: int) -> int:
-    from cython_ext.tensor import ETensor
-    from delegates.qnn import context, ctypes_api as api, library
-    from delegates.qnn.backend import QnnBackend, QnnHandle
-    from delegates.qnn.payload import QnnOptions
+    from pyruntime.cython_ext.tensor import ETensor
+    from pyruntime.delegates.qnn import context, ctypes_api as api, library
+    from pyruntime.delegates.qnn.backend import QnnBackend, QnnHandle
+    from pyruntime.delegates.qnn.payload import QnnOptions
 
     binary = np.fromfile(path, np.uint8)
     lib = library.load_library(folder, "verify")
@@ -87,8 +87,8 @@ def _serve(folder: str) -> int:
     # the answers get a descriptor of their own: the libraries print to stdout
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    from cython_ext.tensor import ETensor  # noqa: F401 - imported once, here
-    from delegates.qnn import backend, context, library  # noqa: F401
+    from pyruntime.cython_ext.tensor import ETensor  # noqa: F401 - imported once, here
+    from pyruntime.delegates.qnn import backend, context, library  # noqa: F401
 
     for name in (library.HTP, library.SYSTEM):
         try:

@@ -5,8 +5,8 @@ TOSA 1.0 flatbuffer) run by the TOSA reference model (``tosa_reference_model`` f
 Importing this package registers the backend; the reference model is only imported when
 a program needs it, and its absence is a NotFound error at load naming the backend.
 """
-from delegates.registry import register_backend
-from delegates.tosa.backend import TOSABackend, TOSAHandle
+from pyruntime.delegates.registry import register_backend
+from pyruntime.delegates.tosa.backend import TOSABackend, TOSAHandle
 
 tosa_backend = register_backend(TOSABackend())
 

@@ -14,10 +14,10 @@ import threading
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.interface import BackendInterface
-from delegates.tosa.graph import BACKEND, payload_error, read_graph
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.tosa.graph import BACKEND, payload_error, read_graph
 
 INSTALL_HINT = ("the TOSA reference model is not installed: pip install 'pyruntime[arm]' "
                 "(tosa-tools; pip install --no-deps tosa-tools==2026.8.0 keeps your numpy)")
@@ -48,7 +48,7 @@ def _specs(compile_specs) -> dict:
 class TOSABackend(BackendInterface):
     """The ``TOSABackend`` bridge (see the module docstring).
 
-    >>> from delegates import backend_registry
+    >>> from pyruntime.delegates import backend_registry
     >>> b = backend_registry.get("TOSABackend")   # NotFound without tosa-tools
     """
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 BACKEND = "TOSABackend"
 FILE_ID = b"TOSA"

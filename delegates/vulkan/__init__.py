@@ -8,8 +8,8 @@ picks the device (an index or part of its name). Layers: ``blob`` (payload reade
 ``vk`` + ``device`` + ``commands`` (the device layer), ``shaders`` (GLSL to SPIR-V,
 cached), ``graph`` (values, tensors, memory objects), ``ops`` (one builder per op).
 """
-from delegates.registry import register_backend
-from delegates.vulkan.backend import VulkanBackend
+from pyruntime.delegates.registry import register_backend
+from pyruntime.delegates.vulkan.backend import VulkanBackend
 
 vulkan_backend = register_backend(VulkanBackend())
 

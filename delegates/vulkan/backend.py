@@ -13,14 +13,14 @@ import threading
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.interface import BackendInterface
-from delegates.vulkan import device as devmod
-from delegates.vulkan.blob import BACKEND, parse_blob
-from delegates.vulkan.commands import CommandList
-from delegates.vulkan.graph import Graph, SymInt, Tensor, guard
-from delegates.vulkan.ops import OPS, load_all
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.vulkan import device as devmod
+from pyruntime.delegates.vulkan.blob import BACKEND, parse_blob
+from pyruntime.delegates.vulkan.commands import CommandList
+from pyruntime.delegates.vulkan.graph import Graph, SymInt, Tensor, guard
+from pyruntime.delegates.vulkan.ops import OPS, load_all
 
 # compile specs ExecuTorch's VulkanPartitioner writes: key -> (size in bytes or None, kind)
 _SPECS = {"storage_type_override": (4, {0, 1, 2}), "memory_layout_override": (4, {0, 1, 2}),
@@ -102,7 +102,7 @@ def build_graph(dev, vb, named_data, options) -> Graph:
 class VulkanBackend(BackendInterface):
     """The ``VulkanBackend`` bridge (see the module docstring).
 
-    >>> from delegates import backend_registry
+    >>> from pyruntime.delegates import backend_registry
     >>> b = backend_registry.get("VulkanBackend")  # NotFound without a Vulkan device
     >>> # b.device().describe()
     """
@@ -244,7 +244,7 @@ def _download(v: Tensor, a: ETensor) -> None:
     src = v.buf.view(v.dtype, n).reshape(v.shape)
     dst = a.numpy()
     if dst.dtype.kind in "iu" and src.dtype.kind == "f":
-        from cython_ext.dtypes import cast_array
+        from pyruntime.cython_ext.dtypes import cast_array
         src = cast_array(src, dst.dtype)
     np.copyto(dst, src, casting="unsafe")
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.flatbuf import Node, Reader, read_table
-from delegates.interface import payload_bytes
-from delegates.named_data import named_bytes
-from delegates.vulkan.schema import VK_SCHEMA
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.flatbuf import Node, Reader, read_table
+from pyruntime.delegates.interface import payload_bytes
+from pyruntime.delegates.named_data import named_bytes
+from pyruntime.delegates.vulkan.schema import VK_SCHEMA
 
 BACKEND = "VulkanBackend"
 HEADER_MAGIC = b"VH00"

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from delegates.vulkan import vk
-from delegates.vulkan.device import Arena, Device, check
+from pyruntime.delegates.vulkan import vk
+from pyruntime.delegates.vulkan.device import Arena, Device, check
 
 _F32_MAX = float(np.finfo(np.float32).max)
 LOCAL = 64  # local_size_x of the 1-D shaders (common.glsl)

@@ -18,8 +18,8 @@ import threading
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.vulkan import shaders, vk
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.vulkan import shaders, vk
 
 BACKEND = "VulkanBackend"
 INSTALL_HINT = ("no Vulkan device: install a Vulkan loader and driver (Debian/Ubuntu: "

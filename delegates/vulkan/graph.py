@@ -18,12 +18,12 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.vulkan.blob import BACKEND, VkBlob, blob_error, constant_bytes
-from delegates.vulkan.commands import Dispatch, groups_1d
-from delegates.vulkan import vk
-from delegates.vulkan.device import Arena, Device
-from delegates.vulkan.schema import DATATYPES, VALUE_TYPES
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.vulkan.blob import BACKEND, VkBlob, blob_error, constant_bytes
+from pyruntime.delegates.vulkan.commands import Dispatch, groups_1d
+from pyruntime.delegates.vulkan import vk
+from pyruntime.delegates.vulkan.device import Arena, Device
+from pyruntime.delegates.vulkan.schema import DATATYPES, VALUE_TYPES
 
 _GLSL = {"float32": "float", "float16": "float16_t", "int32": "int", "int8": "int8_t",
          "uint8": "uint8_t", "bool": "uint8_t"}

@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 SHADER_DIR = Path(__file__).resolve().parent / "shaders"
 COMMON = "common.glsl"  # included by every shader (#include "common.glsl")

@@ -18,8 +18,8 @@ looked for when a program needs it. What each library gives (checked here):
 A node the library lacks is a NotSupported error naming the node and how to get
 a newer library; ``get_library().describe()`` lists what the loaded one lacks.
 """
-from delegates.registry import register_backend
-from delegates.xnnpack.backend import XnnpackBackend
+from pyruntime.delegates.registry import register_backend
+from pyruntime.delegates.xnnpack.backend import XnnpackBackend
 
 xnnpack_backend = register_backend(XnnpackBackend())
 

@@ -22,15 +22,15 @@ import os
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.interface import BackendInterface
-from delegates.xnnpack import library
-from delegates.xnnpack.blob import BACKEND, parse_blob
-from delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS, \
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.xnnpack import library
+from pyruntime.delegates.xnnpack.blob import BACKEND, parse_blob
+from pyruntime.delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS, \
     ExternalValue
-from delegates.xnnpack.graph import build_subgraph
-from delegates.xnnpack.schema import ET_DATATYPES
+from pyruntime.delegates.xnnpack.graph import build_subgraph
+from pyruntime.delegates.xnnpack.schema import ET_DATATYPES
 
 _CHANNELS_LAST = (0, 2, 3, 1)
 # ExecuTorch datatype code of an external value -> ScalarTypes its tensor may have
@@ -138,7 +138,7 @@ class XnnpackBackend(BackendInterface):
     applies to methods loaded after it is set; ``init(..., runtime_options={"threads":
     n})`` overrides it for one delegate (how a Method passes its ``threads=``).
 
-    >>> from delegates import backend_registry
+    >>> from pyruntime.delegates import backend_registry
     >>> b = backend_registry.get("XnnpackBackend")   # NotFound if no library is installed
     >>> # b.library.describe(); b.set_option("threads", 4)
     """
@@ -307,7 +307,7 @@ class XnnpackBackend(BackendInterface):
         if os.environ.get("PYRUNTIME_XNNPACK_COMPILED", "1") == "0":
             return None
         try:
-            from delegates.xnnpack import fast
+            from pyruntime.delegates.xnnpack import fast
             return fast.bind(h, ctx, args, _check_elsize)
         except Exception:  # noqa: BLE001 - odd values: the Python path runs and reports them
             return None

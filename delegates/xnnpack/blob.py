@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.flatbuf import Node, Reader, read_table
-from delegates.interface import payload_bytes
-from delegates.named_data import named_bytes
-from delegates.xnnpack.schema import XNN_SCHEMA
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.flatbuf import Node, Reader, read_table
+from pyruntime.delegates.interface import payload_bytes
+from pyruntime.delegates.named_data import named_bytes
+from pyruntime.delegates.xnnpack.schema import XNN_SCHEMA
 
 BACKEND = "XnnpackBackend"
 HEADER_MAGIC = b"XH00"

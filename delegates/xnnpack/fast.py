@@ -25,12 +25,12 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from cython_ext.errors import ErrorCode
-from cython_ext.tensor import ETensor
-from delegates.xnnpack.blob import BACKEND
-from delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS
-from kernels.fast.deferred import carray, intrinsic, njit, types
-from kernels.fast.nb import desc, lazy, ptr_like, resize_to
+from pyruntime.cython_ext.errors import ErrorCode
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.xnnpack.blob import BACKEND
+from pyruntime.delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS
+from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, types
+from pyruntime.kernels.fast.nb import desc, lazy, ptr_like, resize_to
 
 # ---- state array layout (int64 words) ------------------------------------------------
 W_LEN, W_TOKEN, W_INVOKE, W_SETUP, W_RESHAPE_EXT, W_RESHAPE_RT, W_SHAPE = range(7)

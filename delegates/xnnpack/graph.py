@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.xnnpack.blob import BACKEND, XnnBlob, blob_error, constant_bytes
-from delegates.xnnpack.ctypes_api import (
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.xnnpack.blob import BACKEND, XnnBlob, blob_error, constant_bytes
+from pyruntime.delegates.xnnpack.ctypes_api import (
     BINARY, STATUS, UNARY, XNN_INVALID_VALUE_ID, XNN_MAX_TENSOR_DIMS, BinaryParams,
 )
-from delegates.xnnpack.library import ET_TO_XNN_DATATYPE, XnnLibrary
-from delegates.xnnpack.nodes import HANDLERS, io_fields, sizes as _sizes
-from delegates.xnnpack.schema import ET_DATATYPES, XNODE_TYPES
+from pyruntime.delegates.xnnpack.library import ET_TO_XNN_DATATYPE, XnnLibrary
+from pyruntime.delegates.xnnpack.nodes import HANDLERS, io_fields, sizes as _sizes
+from pyruntime.delegates.xnnpack.schema import ET_DATATYPES, XNODE_TYPES
 
 INVALID = XNN_INVALID_VALUE_ID
 EXTERNAL_INPUT, EXTERNAL_OUTPUT = 0x1, 0x2

@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from delegates.xnnpack.ctypes_api import STATUS, XnnApi
+from pyruntime.delegates.xnnpack.ctypes_api import STATUS, XnnApi
 
 ENV = "PYRUNTIME_XNNPACK_LIB"
 INSTALL_HINT = (

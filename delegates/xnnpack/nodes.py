@@ -8,8 +8,8 @@ from __future__ import annotations
 import ctypes
 import math
 
-from delegates.xnnpack.blob import blob_error
-from delegates.xnnpack.ctypes_api import BINARY, XNN_INVALID_VALUE_ID, XNN_MAX_TENSOR_DIMS, \
+from pyruntime.delegates.xnnpack.blob import blob_error
+from pyruntime.delegates.xnnpack.ctypes_api import BINARY, XNN_INVALID_VALUE_ID, XNN_MAX_TENSOR_DIMS, \
     UnaryParams
 
 INVALID = XNN_INVALID_VALUE_ID

@@ -20,7 +20,7 @@ import importlib
 import pkgutil
 import threading
 
-from kernels.fast import binder_index
+from pyruntime.kernels.fast import binder_index
 
 _BINDERS: dict = {}
 _FALLBACKS: dict = {}
@@ -66,15 +66,15 @@ def _chain(first, second):
 def kernel_modules() -> list[str]:
     """Every module holding binders: ``kernels.fast.*`` (typed kernels) and
     ``kernels.fast.generic.*`` (one kernel per family for every dtype)."""
-    import kernels.fast as pkg
+    import pyruntime.kernels.fast as pkg
     out = []
     for m in pkgutil.iter_modules(pkg.__path__):
         if m.ispkg:
-            sub = importlib.import_module(f"kernels.fast.{m.name}")
-            out += [f"kernels.fast.{m.name}.{s.name}" for s in pkgutil.iter_modules(sub.__path__)
+            sub = importlib.import_module(f"pyruntime.kernels.fast.{m.name}")
+            out += [f"pyruntime.kernels.fast.{m.name}.{s.name}" for s in pkgutil.iter_modules(sub.__path__)
                     if not s.name.startswith("_")]
         elif m.name not in ("nb", "context") and not m.name.startswith("_"):
-            out.append(f"kernels.fast.{m.name}")
+            out.append(f"pyruntime.kernels.fast.{m.name}")
     return out
 
 

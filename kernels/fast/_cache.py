@@ -44,6 +44,7 @@ def cache_root() -> str:
 
 
 def _module_file(name: str) -> Path | None:
+    name = name.removeprefix("pyruntime.")  # the installed name: the folders sit in pyruntime
     if name.split(".")[0] not in _PACKAGES:
         return None
     p = _ROOT.joinpath(*name.split("."))

@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from kernels.fast.deferred import cgutils, intrinsic, njit, types
-from kernels.fast.gemm import MR, _mk
-from kernels.fast.nb import ptr_like
+from pyruntime.kernels.fast.deferred import cgutils, intrinsic, njit, types
+from pyruntime.kernels.fast.gemm import MR, _mk
+from pyruntime.kernels.fast.nb import ptr_like
 
 LANES = 8
 COLS = 16  # the micro-kernel's columns (two 8-float vectors)

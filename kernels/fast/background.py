@@ -8,7 +8,7 @@ without it, so the plan compiles it itself). ``compile_kernels(refs, jobs)`` com
 ``jobs`` worker processes, one kernel per worker at a time, a lock file per kernel so two
 processes never compile the same one. ``all_kernels()`` lists every kernel body.
 
-    python -m kernels.fast.background --jobs 2 kernels.fast.conv:conv_kernel ...
+    python -m pyruntime.kernels.fast.background --jobs 2 pyruntime.kernels.fast.conv:conv_kernel ...
 
 This file holds no jitted code: it is left out of the kernels' cache keys.
 """
@@ -43,7 +43,7 @@ class CompileReport:
 
 def all_kernels() -> list:
     """Every kernel body a binder hands to ``lazy`` in ``kernels/fast``."""
-    from kernels.fast import fast_names, kernel_modules
+    from pyruntime.kernels.fast import fast_names, kernel_modules
 
     fast_names()  # imports every kernel module
     refs = {}
@@ -67,7 +67,7 @@ def _compile(ref):
     """Worker: compile (or load from the cache) one kernel; (ref, compiled?, wall s, CPU s).
     One process at a time compiles a given kernel (a lock file per kernel in the cache):
     another that asks for it meanwhile waits, then loads what the first one saved."""
-    from kernels.fast import jit
+    from pyruntime.kernels.fast import jit
 
     jit.set_compile_mode("sync")
     fn = getattr(importlib.import_module(ref[0]), ref[1])
@@ -79,7 +79,7 @@ def _compile(ref):
 
 @contextmanager
 def _kernel_lock(ref):
-    from kernels.fast._cache import cache_root
+    from pyruntime.kernels.fast._cache import cache_root
 
     try:
         import fcntl
@@ -101,7 +101,7 @@ _requested: dict = {}  # KernelRef -> the background process compiling it
 
 def compile_detached(refs) -> bool:
     """Compile ``refs`` into the cache in a background process that outlives this one
-    (``python -m kernels.fast.background MODULE:NAME ...``); refs asked for before in this
+    (``python -m pyruntime.kernels.fast.background MODULE:NAME ...``); refs asked for before in this
     process are not asked again. True if a process was started."""
     import subprocess
 
@@ -111,7 +111,7 @@ def compile_detached(refs) -> bool:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     jobs = max(1, (os.cpu_count() or 2) // 2)  # leave the program half the cores
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "kernels.fast.background", "--jobs",
+        proc = subprocess.Popen([sys.executable, "-m", "pyruntime.kernels.fast.background", "--jobs",
                                  str(jobs)] + [f"{m}:{n}" for m, n in todo], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)

@@ -29,7 +29,7 @@ def sources_key() -> str:
 
 
 def _path(key: str) -> Path:
-    from kernels.fast._cache import cache_root
+    from pyruntime.kernels.fast._cache import cache_root
 
     return Path(cache_root()) / f"binders-{key}.json"
 
@@ -41,7 +41,7 @@ def read() -> dict | None:
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not all(
-            isinstance(v, list) and all(isinstance(m, str) and m.startswith("kernels.fast.")
+            isinstance(v, list) and all(isinstance(m, str) and m.startswith("pyruntime.kernels.fast.")
                                         for m in v) for v in data.values()):
         return None
     return data

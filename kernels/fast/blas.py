@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from kernels.blas_lib import _lookup, blas_threads, set_blas_threads  # noqa: F401 (re-export)
-from kernels.fast.deferred import carray, intrinsic, njit, types
-from kernels.fast.nb import NOT_SUPPORTED, OK, ptr_like
+from pyruntime.kernels.blas_lib import _lookup, blas_threads, set_blas_threads  # noqa: F401 (re-export)
+from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, types
+from pyruntime.kernels.fast.nb import NOT_SUPPORTED, OK, ptr_like
 
 # cblas enums (C int)
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112

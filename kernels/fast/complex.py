@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.nb import NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like, resize_to
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like, resize_to
 
 CHALF, CFLOAT, CDOUBLE = 8, 9, 10
 _OF_PART = {5: CHALF, 6: CFLOAT, 7: CDOUBLE}

@@ -69,7 +69,7 @@ class BindContext:
         fn, block = self.bind(cfunc, whole)
         if len(parts) < 2:
             return fn, block
-        from cython_ext._loop import ensure_threads
+        from pyruntime.cython_ext._loop import ensure_threads
 
         ensure_threads(len(parts))
         addrs = np.array([self.bind(cfunc, w)[1] for w in parts], np.int64)

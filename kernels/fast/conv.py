@@ -22,13 +22,13 @@ from math import prod
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.conv_direct import EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, _direct, _epilogue
-from kernels.fast.deferred import carray, njit
-from kernels.fast.gemm import MR, nr_of
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.conv_direct import EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, _direct, _epilogue
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.gemm import MR, nr_of
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, desc, lazy, ptr_like, resize_to)
-from kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
+from pyruntime.kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
                                   packed_size, scratch_size)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

@@ -8,8 +8,8 @@ of the plane when there is padding: memory-bound, so no gemm.
 """
 from __future__ import annotations
 
-from kernels.fast.deferred import njit
-from kernels.fast.nb import ptr_like
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import ptr_like
 
 # what a fused epilogue runs (``bind_fused``'s flags)
 EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import carray, njit
-from kernels.fast.nb import ptr_like
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.nb import ptr_like
 
 
 SCRATCH_WORDS = 128

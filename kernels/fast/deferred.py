@@ -6,7 +6,7 @@ does. A process that links every kernel it binds from the object cache
 binders too, and their ``@njit`` helpers would import it. So the kernel modules take
 Numba's names from here::
 
-    from kernels.fast.deferred import carray, intrinsic, njit, overload, types
+    from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, overload, types
 
 Before Numba is needed, ``njit`` and ``intrinsic`` return placeholders that remember
 how they were made, ``overload`` remembers its registration, and ``carray``,
@@ -183,7 +183,7 @@ def materialize() -> None:
     with _lock:
         if _done:
             return
-        from kernels.fast import _cache
+        from pyruntime.kernels.fast import _cache
 
         _cache.install()
         while _pending:  # in the order they were made: overloads register in source order

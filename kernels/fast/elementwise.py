@@ -11,13 +11,13 @@ import math
 
 import numpy as np
 
-from cython_ext import Dynamism, from_numpy_dtype
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit, overload, types
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
+from pyruntime.cython_ext import Dynamism, from_numpy_dtype
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit, overload, types
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
                              ST_I64, SPLIT_WHOLE, bits_to_f64, desc, flat, is_contiguous, lazy,
                              ptr_like, resize_like, resize_to, same_shape)
-from kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
+from pyruntime.kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))

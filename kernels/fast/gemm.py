@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from kernels.fast.deferred import cgutils, intrinsic, njit, types
-from kernels.fast.nb import ptr_like
+from pyruntime.kernels.fast.deferred import cgutils, intrinsic, njit, types
+from pyruntime.kernels.fast.nb import ptr_like
 
 MR = 6  # rows per A panel (and the largest micro-tile)
 KC = 256  # k steps per block: a B panel (KC x NR) is 16 KiB, in L1
@@ -36,7 +36,7 @@ def nr_of(itemsize):
 def wide_vectors() -> bool:
     """Whether kernels compile for a target with AVX-512 (``objcache._magic``: Numba's own
     target, so the object and Numba caches, keyed by it, never mix the two)."""
-    from kernels.fast import objcache
+    from pyruntime.kernels.fast import objcache
 
     return "+avx512f" in objcache._magic()[2].split(",")
 

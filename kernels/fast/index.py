@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_simplified,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_simplified,
                                       scratch, simplify)
-from kernels.fast.nb import INVALID_ARGUMENT, OK, ST_I64, desc, lazy, ptr_like, resize_to
-from kernels.fast.shape import elem_size
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, ST_I64, desc, lazy, ptr_like, resize_to
+from pyruntime.kernels.fast.shape import elem_size
 
 G_TAKE, G_SELECT = 0, 1
 INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))

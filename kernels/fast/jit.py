@@ -30,7 +30,7 @@ import threading
 import warnings
 from contextlib import contextmanager
 
-from kernels.fast import deferred, objcache
+from pyruntime.kernels.fast import deferred, objcache
 
 _OPTIONS = dict(nopython=True, nogil=True, error_model="numpy")
 MODES = ("sync", "background")
@@ -178,7 +178,7 @@ def recording():
     global _recorded
     with _lock:
         if _recorded is not None:
-            raise RuntimeError("kernels.fast.jit.recording() is already active")
+            raise RuntimeError("pyruntime.kernels.fast.jit.recording() is already active")
         _recorded = {}
     try:
         yield _recorded

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
-from kernels.fast.gemm import nr_of
-from kernels.fast.ordered import (PK_B_COLS, gemm_scratch, ordered_gemm, pack_weight,
+from pyruntime.kernels.fast.gemm import nr_of
+from pyruntime.kernels.fast.ordered import (PK_B_COLS, gemm_scratch, ordered_gemm, pack_weight,
                                   scratch_size)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

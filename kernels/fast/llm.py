@@ -22,17 +22,17 @@ import math
 
 import numpy as np
 
-from cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
-from kernels.fast import register_fast
-from kernels.fast.attention import fits as few_rows_fits_py
-from kernels.fast.attention import fits_nb as few_rows_fit
-from kernels.fast.attention import scores as few_rows_scores
-from kernels.fast.attention import scratch_floats as few_rows_scratch_py
-from kernels.fast.attention import scratch_nb as few_rows_scratch
-from kernels.fast.attention import weighted_values as few_rows_values
-from kernels.fast.blas import gemm_addr, matmul_strided
-from kernels.fast.deferred import carray, njit
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc, f32_from_bits,
+from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.attention import fits as few_rows_fits_py
+from pyruntime.kernels.fast.attention import fits_nb as few_rows_fit
+from pyruntime.kernels.fast.attention import scores as few_rows_scores
+from pyruntime.kernels.fast.attention import scratch_floats as few_rows_scratch_py
+from pyruntime.kernels.fast.attention import scratch_nb as few_rows_scratch
+from pyruntime.kernels.fast.attention import weighted_values as few_rows_values
+from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc, f32_from_bits,
                              is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_like,
                              resize_to, same_shape, store_f64, sum_seg)
 

@@ -22,13 +22,13 @@ import math
 
 import numpy as np
 
-from cython_ext.errors import ExecuTorchError
-from kernels import llm_extra as ref
-from kernels.fast import register_fast
-from kernels.fast.blas import NO_TRANS, TRANS, gemm, gemm_addr
-from kernels.fast.copy_engine import SCRATCH_WORDS, W_DS, W_SS, W_SZ, copy_nd, scratch
-from kernels.fast.deferred import carray, njit
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, bits_to_f64,
+from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.kernels import llm_extra as ref
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.blas import NO_TRANS, TRANS, gemm, gemm_addr
+from pyruntime.kernels.fast.copy_engine import SCRATCH_WORDS, W_DS, W_SS, W_SZ, copy_nd, scratch
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, bits_to_f64,
                              desc, is_contiguous, lazy, load_f64, ptr_like, resize_to, store_f64)
 
 F32 = np.dtype(np.float32)

@@ -10,8 +10,8 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import numpy as np
-from kernels.fast.deferred import carray, intrinsic, njit, overload, types
-from kernels.fast.jit import compile_kernel, lazy  # noqa: F401 - binders' imports
+from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, overload, types
+from pyruntime.kernels.fast.jit import compile_kernel, lazy  # noqa: F401 - binders' imports
 
 OK = 0
 NOT_SUPPORTED = 0x10

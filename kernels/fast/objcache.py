@@ -125,7 +125,7 @@ def _os_avx() -> bool:
 
 def path_for(py_fn, magic: tuple | None = None) -> Path | None:
     """Where the object of the kernel body ``py_fn`` lives (None: not a project kernel)."""
-    from kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_root, source_key
+    from pyruntime.kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_root, source_key
 
     try:
         src = Path(py_fn.__code__.co_filename).resolve()

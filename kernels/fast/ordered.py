@@ -17,8 +17,8 @@ columns than rows, so that the vector lanes run along the longer side.
 from __future__ import annotations
 
 
-from kernels.fast.deferred import njit
-from kernels.fast.gemm import (MR, NCB, blocked, nr_of, pack_cols_np, pack_rows_np,
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.gemm import (MR, NCB, blocked, nr_of, pack_cols_np, pack_rows_np,
                                swapped, swapped_nb)
 
 # what a weight packed at load holds (``pack_weight``), by the operand it is

@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
                              f64_to_bits, is_float_st, lazy, load_f64, load_i64, ptr_like,
                              resize_to, set_strides)
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I8, ST_U8,
+from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I8, ST_U8,
                              bits_to_f64, desc, f64_to_int, is_contiguous, is_float_st, lazy,
                              load_f64, load_i64, offset_of, ptr_like, resize_like, resize_to,
                              same_shape, store_f64, store_i64)

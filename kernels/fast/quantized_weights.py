@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.blas import gemm_addr, matmul_strided
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, desc,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, desc,
                              is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_to,
                              same_shape, store_f64)
-from kernels.fast.quantized import F32, FLOATS, INTS, _code, _dtype_ok, _ldf32, _ldi, _pos
+from pyruntime.kernels.fast.quantized import F32, FLOATS, INTS, _code, _dtype_ok, _ldf32, _ldi, _pos
 
 
 # ---- embeddings ---------------------------------------------------------------------

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat, lazy,
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat, lazy,
                              resize_to, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

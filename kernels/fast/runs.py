@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import njit, overload, types
-from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32,
+from pyruntime.kernels.fast.deferred import njit, overload, types
+from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32,
                              ST_I64, cast_like, f32_from_bits, f32_to_half, f64_to_bf16, f64_to_i32,
                              f64_to_int, half_to_f32, ptr_like)
 

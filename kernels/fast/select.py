@@ -22,12 +22,12 @@ import math
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
                              ST_I32, ST_I64, ST_U8, bits_to_f64, desc, flat, is_contiguous,
                              lazy, ptr_like, resize_like, resize_to)
-from kernels.fast.nb import scratch
+from pyruntime.kernels.fast.nb import scratch
 
 BOOL = np.dtype(np.bool_)
 U8 = np.dtype(np.uint8)

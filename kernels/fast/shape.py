@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.context import IntSlot
-from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_nd, dst_strides,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.context import IntSlot
+from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_nd, dst_strides,
                                       expand_view, scratch, view_sizes)
-from kernels.fast.deferred import carray, njit
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
                              ST_I64, desc, is_contiguous, lazy, ptr_like, resize_like, resize_to)
 
 

@@ -20,9 +20,9 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import dim_order_strides
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import dim_order_strides
 from pyruntime.devtools.schemas import BUNDLED_IDENTIFIER, BUNDLED_SCHEMA
 from pyruntime.schema.flatbuf import Reader, read_table
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
-from cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.errors import ExecuTorchError
 
 COMMANDS = ("verify", "diff", "trace")
 
@@ -51,7 +51,7 @@ def memory_plots(path, data_path, png, method=None, out=None) -> None:
 def make_tracer(etdump, debug_buffer, debug_buffer_size):
     if not etdump:
         if debug_buffer or debug_buffer_size is not None:
-            from cython_ext.errors import ErrorCode
+            from pyruntime.cython_ext.errors import ErrorCode
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   "--debug-buffer and --debug-buffer-size need --etdump")
         return None

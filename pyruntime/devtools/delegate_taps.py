@@ -25,8 +25,8 @@ from __future__ import annotations
 import ctypes
 import weakref
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
 
 _NO_HANDLE = 65535
 XNN_FLAG_BASIC_PROFILING = 0x8
@@ -38,11 +38,11 @@ class _XnnTap:
     """A debug runtime of one XNNPACK delegate: profiled, or with tapped values."""
 
     def __init__(self, method, index: int, tap_values: bool):
-        from delegates.xnnpack.backend import XnnpackHandle
-        from delegates.xnnpack.blob import parse_blob
-        from delegates.xnnpack.graph import EXTERNAL_OUTPUT, INVALID, _Builder
-        from delegates.xnnpack.nodes import io_fields
-        from delegates.xnnpack.schema import XNODE_TYPES
+        from pyruntime.delegates.xnnpack.backend import XnnpackHandle
+        from pyruntime.delegates.xnnpack.blob import parse_blob
+        from pyruntime.delegates.xnnpack.graph import EXTERNAL_OUTPUT, INVALID, _Builder
+        from pyruntime.delegates.xnnpack.nodes import io_fields
+        from pyruntime.delegates.xnnpack.schema import XNODE_TYPES
 
         backend, handle, _ = method._delegates[index]
         bd = method.plan.delegates[index]

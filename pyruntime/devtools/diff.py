@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.devtools.etdump import ETDump, ProfileEvent, _read_file
 
 ATOL, RTOL = 1e-4, 1e-3

@@ -23,8 +23,8 @@ from math import prod
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.devtools import fbwriter
 from pyruntime.devtools.schemas import ETDUMP_IDENTIFIER, ETDUMP_SCHEMA, VALUE_CODES, \
     VALUE_TYPES

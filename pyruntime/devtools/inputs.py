@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 _SET_KEY = re.compile(r"^set(\d+)_arg(\d+)$")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from cython_ext.dtypes import element_size, scalar_type_name
+from pyruntime.cython_ext.dtypes import element_size, scalar_type_name
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 
 
 def _plt():

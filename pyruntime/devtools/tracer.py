@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.devtools.etdump import DebugEvent, DebugValue, ETDump, ProfileEvent, RunData, \
     TensorRef
 from pyruntime.instructions import Op
@@ -223,7 +223,7 @@ class EventTracer:
 
     def _tensor(self, t, where, contiguous) -> TensorRef:
         if isinstance(t, np.ndarray):
-            from cython_ext.dtypes import from_numpy_dtype
+            from pyruntime.cython_ext.dtypes import from_numpy_dtype
             a = np.ascontiguousarray(t)
             st = int(from_numpy_dtype(a.dtype))
             strides = tuple(s // a.itemsize for s in a.strides) if a.ndim else ()

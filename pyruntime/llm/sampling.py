@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from kernels.fast.deferred import njit
+from pyruntime.kernels.fast.deferred import njit
 from pyruntime.llm.errors import LLMError
 
 

@@ -17,7 +17,7 @@ DEFAULT = ("mlp_u55", "cnn_u55", "mnv2_u55")
 
 def bench(name: str, runs: int = 5) -> dict:
     import pyruntime
-    from delegates.ethosu.backend import EthosUBackend
+    from pyruntime.delegates.ethosu.backend import EthosUBackend
     from tests.delegates.ethosu_fixtures import get_fixture
 
     fx = get_fixture(name)

@@ -31,7 +31,7 @@ def bench(name: str, seconds: float = 3.0, tier: str = "reference") -> tuple:
     from executorch.runtime import Runtime as EtRuntime
 
     import pyruntime
-    from delegates import backend_registry
+    from pyruntime.delegates import backend_registry
     from tests.delegates.qnn_fixtures import get_fixture
 
     fx = get_fixture(name)

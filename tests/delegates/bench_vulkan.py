@@ -46,7 +46,7 @@ def row(name: str, min_time: float = 2.0) -> str:
 
 
 def table(names, min_time: float) -> str:
-    from delegates.vulkan.device import get_device
+    from pyruntime.delegates.vulkan.device import get_device
 
     load = os.getloadavg()[0]
     rows = [row(n, min_time) for n in names]

@@ -23,7 +23,7 @@ def bench(name: str, seconds: float = 3.0, tier: str = "reference") -> tuple[flo
     from executorch.runtime import Runtime as EtRuntime
 
     import pyruntime
-    from delegates import backend_registry
+    from pyruntime.delegates import backend_registry
     from tests.delegates.xnnpack_fixtures import get_fixture
 
     fx = get_fixture(name)

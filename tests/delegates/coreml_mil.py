@@ -20,9 +20,9 @@ torch = parts.importorskip("torch", "executorch")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
 from coremltools.converters.mil.mil import types  # noqa: E402
 
-from delegates.coreml.interpreter import CompiledFunction  # noqa: E402
-from delegates.coreml.model import load_program  # noqa: E402
-from delegates.coreml.payload import Directory  # noqa: E402
+from pyruntime.delegates.coreml.interpreter import CompiledFunction  # noqa: E402
+from pyruntime.delegates.coreml.model import load_program  # noqa: E402
+from pyruntime.delegates.coreml.payload import Directory  # noqa: E402
 
 _R = np.random.default_rng(7)
 X = _R.standard_normal((2, 3, 4, 5)).astype(np.float32)

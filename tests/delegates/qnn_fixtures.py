@@ -329,7 +329,7 @@ def compiler() -> str | None:
 
 def real_library_dir() -> str | None:
     """The folder of the QNN libraries pyruntime would load (nothing is loaded here)."""
-    from delegates.qnn import library
+    from pyruntime.delegates.qnn import library
 
     if os.environ.get("PYRUNTIME_QNN_REAL_DIR"):  # set by shim_env() for the child process
         return os.environ["PYRUNTIME_QNN_REAL_DIR"]

@@ -28,11 +28,11 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
-from delegates import backend_registry
-from delegates.coreml.blobs import BlobFile
-from delegates.coreml.payload import mlpackage_model_path, read_payload
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.delegates import backend_registry
+from pyruntime.delegates.coreml.blobs import BlobFile
+from pyruntime.delegates.coreml.payload import mlpackage_model_path, read_payload
 from tests import parts
 from tests.delegates.coreml_fixtures import get_fixture
 
@@ -309,7 +309,7 @@ def _model_bytes(files) -> bytes:
 
 def _with_model(files, mutate) -> dict:
     """``files`` with the Model protobuf changed by ``mutate(model)``."""
-    from delegates.coreml.model import proto_modules
+    from pyruntime.delegates.coreml.model import proto_modules
 
     Model_pb2, _ = proto_modules()
     m = Model_pb2.Model()

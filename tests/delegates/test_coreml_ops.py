@@ -251,8 +251,8 @@ def test_mil_op(name):
 
 def test_op_coverage():
     """Every op the CoreMLPartitioner emitted for the test models, and the MIL opset beyond."""
-    from delegates.coreml.families import load_families
-    from delegates.coreml.ops import OPS
+    from pyruntime.delegates.coreml.families import load_families
+    from pyruntime.delegates.coreml.ops import OPS
 
     load_families()
     models = {"add", "cast", "clip", "concat", "const", "constexpr_affine_dequantize",

@@ -27,16 +27,16 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from tests import parts
 from tests.delegates.ethosu_fixtures import delegate_blob, get_fixture, unavailable_reason
 
 _why = unavailable_reason()
 parts.need("arm", None if _why is None else f"EthosUBackend tests need the Arm flow: {_why}")
 
-from delegates import backend_registry  # noqa: E402
-from delegates.ethosu import ethosu_backend  # noqa: E402
-from delegates.ethosu.payload import read_payload  # noqa: E402
+from pyruntime.delegates import backend_registry  # noqa: E402
+from pyruntime.delegates.ethosu import ethosu_backend  # noqa: E402
+from pyruntime.delegates.ethosu.payload import read_payload  # noqa: E402
 
 tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
 
@@ -65,7 +65,7 @@ def npu_run(h, xs: list) -> list:
 
 
 def tosa_inputs(fx):
-    from delegates.tosa.graph import read_graph
+    from pyruntime.delegates.tosa.graph import read_graph
 
     return read_graph(fx.tosa_path.read_bytes()).inputs
 
@@ -152,7 +152,7 @@ def test_rounding_by_design(n):
     """The average pool's two divisions (see the module doc), over every sum an n-element
     window of int8 values (minus a zero point) can reach: different multipliers, the
     same results."""
-    from delegates.ethosu.ops import pooling_scale, round_shift
+    from pyruntime.delegates.ethosu.ops import pooling_scale, round_shift
 
     sums = np.arange(-255 * n, 255 * n + 1, dtype=np.int64)
     scale, shift = (int(v[0]) for v in pooling_scale(np.array([n])))
@@ -409,7 +409,7 @@ def test_elementwise_on_tiled_nhwc_into_nhcwb16(mode, fn):
     ("TFL", 33, [-2, -1, 1, 2]),  # TOSA DOUBLE_ROUND beyond: halves away from zero
 ])
 def test_rounding_modes(rounding, shift, want):
-    from delegates.ethosu.ops import round_shift
+    from pyruntime.delegates.ethosu.ops import round_shift
 
     x = np.array([-6, -2, 2, 6], np.int64) << (shift - 2)  # x / 4 after the shift
     assert round_shift(x, shift, rounding).tolist() == want

@@ -31,17 +31,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from tests import parts
 from tests.delegates.ethosu_fixtures import delegate_blob, get_fixture, unavailable_reason
 
 _why = unavailable_reason()
 parts.need("arm", None if _why is None else f"EthosUBackend tests need the Arm flow: {_why}")
 
-from delegates.ethosu import ethosu_backend  # noqa: E402
-from delegates.ethosu.npu import decode_words  # noqa: E402
-from delegates.ethosu.payload import read_payload  # noqa: E402
-from delegates.tosa.graph import read_graph  # noqa: E402
+from pyruntime.delegates.ethosu import ethosu_backend  # noqa: E402
+from pyruntime.delegates.ethosu.npu import decode_words  # noqa: E402
+from pyruntime.delegates.ethosu.payload import read_payload  # noqa: E402
+from pyruntime.delegates.tosa.graph import read_graph  # noqa: E402
 from tests.delegates.test_ethosu import _rebuild  # noqa: E402
 
 tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
@@ -151,7 +151,7 @@ def test_executorch_streams_have_tfl_only_on_identity_scales(name):
     """Why the ``tfl_*`` fixtures edit the TOSA graph: with ExecuTorch's SINGLE_ROUND
     RESCALEs vela leaves TFL only on its own copies and widenings, whose output scales
     send every 8- or 16-bit value (or 32-bit sum) to itself in every rounding mode."""
-    from delegates.ethosu.ops import round_shift
+    from pyruntime.delegates.ethosu.ops import round_shift
 
     h = load(name)
     tfl = [op for op in h.ops if op.attrs.get("rounding") == "TFL"]

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import pyruntime
-from delegates import backend_registry
-from delegates.mlx import mlx_backend
-from delegates.native import native_backend
+from pyruntime.delegates import backend_registry
+from pyruntime.delegates.mlx import mlx_backend
+from pyruntime.delegates.native import native_backend
 
 pytest.importorskip("executorch.backends.native", reason="fixtures need executorch's exporter")
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.mlx import mlx_backend
-from delegates.mlx.ops import OPS
-from delegates.mlx.schema import SCHEMA, UNIONS
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.mlx import mlx_backend
+from pyruntime.delegates.mlx.ops import OPS
+from pyruntime.delegates.mlx.schema import SCHEMA, UNIONS
 
 pytest.importorskip("executorch.backends.native", reason="fixtures need executorch's exporter")
 

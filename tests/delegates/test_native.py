@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.native import native_backend
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.native import native_backend
 
 pytest.importorskip("executorch.backends.native", reason="fixtures need executorch's exporter")
 

@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates import backend_registry
-from delegates.qnn import context, ctypes_api as api, library
-from delegates.qnn.backend import QnnBackend
-from delegates.qnn.payload import MAGIC, parse_compile_specs, parse_payload
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates import backend_registry
+from pyruntime.delegates.qnn import context, ctypes_api as api, library
+from pyruntime.delegates.qnn.backend import QnnBackend
+from pyruntime.delegates.qnn.payload import MAGIC, parse_compile_specs, parse_payload
 from tests import parts
 from tests.delegates import qnn_fixtures as Q
 
@@ -209,7 +209,7 @@ def test_a_soc_the_library_rejects_is_an_error_unless_the_fallback_is_asked(monk
     """The library's own answer to a SoC config it does not know (9999: QNN 2.51 rejects
     it with 14001): an ExecuTorchError at load naming the SoC and the reason; with
     ``soc_fallback`` the program runs on a device without config, warned once."""
-    import delegates.qnn.backend as qb
+    import pyruntime.delegates.qnn.backend as qb
 
     def rejected_soc(specs):
         o = parse_compile_specs(specs)
@@ -248,7 +248,7 @@ def test_a_soc_the_library_rejects_is_an_error_unless_the_fallback_is_asked(monk
 @needs_fixtures
 def test_missing_library_is_a_clear_not_found_at_load(no_library):
     fx = Q.get_fixture("mlp_fp16")
-    from delegates.qnn import qnn_backend as backend
+    from pyruntime.delegates.qnn import qnn_backend as backend
 
     assert not backend.is_available()
     assert "QnnBackend" not in backend_registry.available()
@@ -551,10 +551,10 @@ def test_verification_turns_a_crash_of_qnn_into_an_error():
 import json, random, sys
 sys.path.insert(0, {str(_REPO)!r})
 import numpy as np
-from cython_ext.errors import ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates.qnn.backend import QnnBackend
-from delegates.qnn.payload import parse_payload
+from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.qnn.backend import QnnBackend
+from pyruntime.delegates.qnn.payload import parse_payload
 from tests.delegates import qnn_fixtures as Q
 from tests.delegates.test_qnn import delegate, _payload
 b = QnnBackend()
@@ -618,7 +618,7 @@ def test_isolated_graphs_give_the_same_bytes(name, tier, monkeypatch):
     """With ``$PYRUNTIME_QNN_ISOLATE`` every QNN call runs in a worker process: the
     outputs are the in-process bridge's bit for bit, on both tiers, mutable-buffer state
     included (it lives in the worker, across executes)."""
-    from delegates.qnn import isolated
+    from pyruntime.delegates.qnn import isolated
 
     fx = Q.get_fixture(name)
     want = [[np.array(o) for o in r] for r in run_fixture(fx, tier)]
@@ -639,7 +639,7 @@ def test_a_worker_that_dies_is_an_error_and_this_process_lives(monkeypatch):
     import os
     import signal
 
-    from delegates.qnn import isolated
+    from pyruntime.delegates.qnn import isolated
 
     monkeypatch.setenv(isolated.ENV, "1")
     fx = Q.get_fixture("mlp_int8")
@@ -673,7 +673,7 @@ def test_an_isolated_handle_closed_inside_a_request_waits_for_the_next(monkeypat
     runs anywhere): closing it there must not wait for the lock that call holds (a
     deadlock) nor write into the pipe mid-answer; it is destroyed before the next
     request instead."""
-    from delegates.qnn import isolated
+    from pyruntime.delegates.qnn import isolated
 
     fx = Q.get_fixture("mlp_int8")
     blob, specs = delegate(fx)
@@ -710,7 +710,7 @@ def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
     import os
     import signal
 
-    from delegates.qnn import verify, verify_child
+    from pyruntime.delegates.qnn import verify, verify_child
 
     def segfault(*a):
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -738,7 +738,7 @@ def test_verification_server_reports_a_crashed_or_hung_child(monkeypatch):
 def test_verification_canaries_catch_writes_past_a_tensor():
     """The child gives QNN buffers with canary bytes on both sides: a graph that writes
     one byte before or past its tensor's bytes is refused."""
-    from delegates.qnn import verify_child as verify
+    from pyruntime.delegates.qnn import verify_child as verify
 
     f32 = ETensor.from_array(np.zeros(1, np.float32)).scalar_type
     for where in (-1, 0, None):
@@ -757,7 +757,7 @@ def test_verification_canaries_catch_writes_past_a_tensor():
 def test_verification_server_is_started_once():
     """Each new binary is checked by a child of one server process per library folder,
     and a binary checked once is not checked again."""
-    from delegates.qnn import verify
+    from pyruntime.delegates.qnn import verify
 
     lib = library.get_library()
     binaries = []

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.registry import SDK_ONLY
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.registry import SDK_ONLY
 
 pytest.importorskip("executorch", reason="the source program is an ExecuTorch export")
 
@@ -42,7 +42,7 @@ def _program(tmp_path, backend: str) -> Path:
 
 @pytest.mark.parametrize("backend", sorted(SDK_ONLY))
 def test_the_registry_names_what_would_run_each(backend):
-    from delegates import backend_registry
+    from pyruntime.delegates import backend_registry
 
     with pytest.raises(ExecuTorchError) as e:
         backend_registry.get(backend, "method 'forward' delegate 0")

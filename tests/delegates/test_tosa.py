@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from tests import parts
 from tests.delegates.ethosu_fixtures import (delegate_blob, get_fixture, make_model,
                                              unavailable_reason)
@@ -21,9 +21,9 @@ from tests.delegates.ethosu_fixtures import (delegate_blob, get_fixture, make_mo
 _why = unavailable_reason()
 parts.need("arm", None if _why is None else f"TOSABackend tests need the Arm flow: {_why}")
 
-from delegates import backend_registry  # noqa: E402
-from delegates.tosa import tosa_backend  # noqa: E402
-from delegates.tosa.graph import read_graph  # noqa: E402
+from pyruntime.delegates import backend_registry  # noqa: E402
+from pyruntime.delegates.tosa import tosa_backend  # noqa: E402
+from pyruntime.delegates.tosa.graph import read_graph  # noqa: E402
 
 tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
 
@@ -103,7 +103,7 @@ def test_wrong_input_is_an_error():
     fx = get_fixture("mlp_tosa_int")
     blob, specs, _ = delegate_blob(fx.pte_path)
     h = tosa_backend.init(np.frombuffer(blob, np.uint8), specs, None)
-    from cython_ext.tensor import ETensor
+    from pyruntime.cython_ext.tensor import ETensor
 
     x = ETensor.from_array(np.zeros((2, 32), np.float32))  # float where int8 is expected
     out = ETensor.from_array(np.zeros((2, 10), np.int8))

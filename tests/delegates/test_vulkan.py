@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import ETensor
-from delegates import backend_registry
-from delegates.vulkan import device as vkdevice
-from delegates.vulkan.blob import parse_blob
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates import backend_registry
+from pyruntime.delegates.vulkan import device as vkdevice
+from pyruntime.delegates.vulkan.blob import parse_blob
 from tests import parts
 from tests.delegates import vulkan_fixtures as vf
 
@@ -283,14 +283,14 @@ def test_missing_device_and_bad_device_choice(monkeypatch):
         backend_registry.get("VulkanBackend")
     assert e.value.code == ErrorCode.NotFound
     monkeypatch.undo()
-    r = subprocess.run([sys.executable, "-c", "from delegates.vulkan.device import get_device; "
+    r = subprocess.run([sys.executable, "-c", "from pyruntime.delegates.vulkan.device import get_device; "
                         "get_device()"], capture_output=True, text=True, cwd=_REPO,
                        env={**os.environ, "PYRUNTIME_VULKAN_DEVICE": "99"}, timeout=120)
     assert r.returncode != 0 and "matches no device" in r.stderr
 
 
 def test_missing_glslc_is_a_clear_error(tmp_path):
-    code = ("from delegates.vulkan import shaders\n"
+    code = ("from pyruntime.delegates.vulkan import shaders\n"
             "try:\n    shaders.spirv('unary', (('OP', 1),))\n"
             "except Exception as e:\n    print(type(e).__name__, e)\n")
     env = {**os.environ, "PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_GLSLC": "/nonexistent"}
@@ -300,7 +300,7 @@ def test_missing_glslc_is_a_clear_error(tmp_path):
 
 
 def test_shader_cache_is_keyed_by_source(tmp_path, monkeypatch):
-    from delegates.vulkan import shaders
+    from pyruntime.delegates.vulkan import shaders
 
     monkeypatch.setenv("PYRUNTIME_CACHE", str(tmp_path))
     monkeypatch.setattr(shaders, "_memo", {})

@@ -35,11 +35,11 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.vulkan import device as vkdevice
-from delegates.vulkan.blob import parse_blob
-from delegates.vulkan.ops import OPS, load_all
-from delegates.vulkan.schema import VALUE_TYPES
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.vulkan import device as vkdevice
+from pyruntime.delegates.vulkan.blob import parse_blob
+from pyruntime.delegates.vulkan.ops import OPS, load_all
+from pyruntime.delegates.vulkan.schema import VALUE_TYPES
 from tests import parts
 
 AVAILABLE, WHY = vkdevice.availability()
@@ -245,7 +245,7 @@ class _FakeGraph:
     """Just what the SymInt builders read: values and ival."""
 
     def __init__(self, a, b):
-        from delegates.vulkan.graph import SymInt
+        from pyruntime.delegates.vulkan.graph import SymInt
 
         self.values = [a, b, SymInt(0)]
 

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
-from delegates import backend_registry
-from delegates.xnnpack import library
-from delegates.xnnpack.ctypes_api import BINARY, UNARY, BinaryParams, ExternalValue, UnaryParams
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.delegates import backend_registry
+from pyruntime.delegates.xnnpack import library
+from pyruntime.delegates.xnnpack.ctypes_api import BINARY, UNARY, BinaryParams, ExternalValue, UnaryParams
 from tests import parts
 from tests.delegates.xnnpack_fixtures import get_fixture
 
@@ -244,7 +244,7 @@ def test_dynamically_quantized_linear(name, weights):
     blockwise 4-bit weights: the same library computes the same integers."""
     fx = get_fixture(name)
     method = load(fx)
-    from delegates.xnnpack.blob import parse_blob
+    from pyruntime.delegates.xnnpack.blob import parse_blob
 
     bd = method.plan.delegates[0]
     graph = parse_blob(method.program._pte.delegate_blob(bd.processed, "test")).graph
@@ -375,7 +375,7 @@ def test_corrupted_blob_is_an_error_naming_the_backend():
 
 def _first_conv_field(pte: bytes, off: int, field_id: int) -> int:
     """File position of field ``field_id`` of the first Conv2d node's table."""
-    from cython_ext.flatbuf import Reader
+    from pyruntime.cython_ext.flatbuf import Reader
 
     fb_off, fb_size = struct.unpack_from("<II", pte, off + 10)
     base = off + fb_off
@@ -416,7 +416,7 @@ import json, struct, sys
 import numpy as np
 sys.path.insert(0, {str(_REPO)!r})
 import pyruntime
-from cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.errors import ExecuTorchError
 from tests.delegates.xnnpack_fixtures import get_fixture
 seen = {{}}
 for name, n in (("cnn_bn", 300), ("quant_cnn", 300), ("zoo", 300), ("qd8_qb4w", 100)):
@@ -458,7 +458,7 @@ def no_library(monkeypatch):
 
 def test_missing_library_is_a_clear_not_found_at_load(no_library):
     fx = get_fixture("mlp")
-    from delegates.xnnpack import xnnpack_backend as backend
+    from pyruntime.delegates.xnnpack import xnnpack_backend as backend
 
     assert not backend.is_available()
     assert "XnnpackBackend" not in backend_registry.available()

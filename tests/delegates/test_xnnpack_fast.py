@@ -15,9 +15,9 @@ import pytest
 
 import pyruntime
 from pyruntime.instructions import Op
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from cython_ext.tensor import Dynamism, ETensor
-from delegates.xnnpack import fast, library
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.delegates.xnnpack import fast, library
 from tests import parts
 from tests.delegates.xnnpack_fixtures import get_fixture
 

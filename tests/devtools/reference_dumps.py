@@ -39,7 +39,7 @@ def _debug_buffer_size(pte_path, n_calls: int) -> int:
     per delegate call every argument, 64 bytes of alignment each, and the outputs."""
     from math import prod
 
-    from cython_ext.dtypes import element_size
+    from pyruntime.cython_ext.dtypes import element_size
     from pyruntime.runtime import Runtime
 
     prog = Runtime.get().load_program(pte_path)
@@ -122,7 +122,7 @@ def _trim(etdp: Path, binf: Path) -> None:
     """Drop the unused tail of the debug buffer (the runtime writes all of it)."""
     from math import prod
 
-    from cython_ext.dtypes import element_size
+    from pyruntime.cython_ext.dtypes import element_size
     from pyruntime.devtools import ETDump
 
     dump = ETDump.load(etdp)

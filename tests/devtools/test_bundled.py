@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext.errors import ExecuTorchError
-from exporter.bundled import serialize_bundled_program
+from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.exporter.bundled import serialize_bundled_program
 from pyruntime import cli
 from pyruntime.devtools import EventTracer, load_bundled_program
 from tests.programs.fixtures import get_fixture

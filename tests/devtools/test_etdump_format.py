@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.devtools import (
     DebugBuffer, DebugEvent, DebugValue, ETDump, ProfileEvent, RunData, TensorRef,
 )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime import cli
 from pyruntime.devtools import DebugEvent, ETDump, EventTracer, ProfileEvent
 from pyruntime.devtools.tracer import kernel_outputs

@@ -26,7 +26,7 @@ def _inputs(name):
 
 
 def _ours(model, args, ds, planner="greedy", fold=False):
-    import exporter
+    from pyruntime import exporter
 
     t0 = time.perf_counter()
     r = exporter.export(model, args, dynamic_shapes=ds, memory_planner=planner,

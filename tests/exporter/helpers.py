@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-import exporter
+from pyruntime import exporter
 import pyruntime
 from tests.programs import fixtures
 

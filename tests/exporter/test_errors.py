@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import exporter
+from pyruntime import exporter
 
 
 @torch.library.custom_op("exporter_test::twice", mutates_args=())

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.export import Dim
 
-import exporter
+from pyruntime import exporter
 from pyruntime.ptd import DataMap
 from tests.exporter.helpers import assert_close, run_executorch, run_pyruntime
 
@@ -133,7 +133,7 @@ def test_dynamic_batch_with_views_and_size_arithmetic():
 @pytest.mark.parametrize("planner", ["greedy", "best"])
 def test_cli_writes_a_loadable_program(tmp_path, planner):
     import pyruntime
-    from exporter.__main__ import main
+    from pyruntime.exporter.__main__ import main
 
     out = tmp_path / "mlp.pte"
     assert main(["tests.programs.models:make_mlp", "--shape", "4x32", "--out", str(out),

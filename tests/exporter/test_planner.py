@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.memory_planning import collect_specs, plan_memory, verify_plan
-from exporter.passes import graph_modules
+from pyruntime.exporter.memory_planning import collect_specs, plan_memory, verify_plan
+from pyruntime.exporter.passes import graph_modules
 from tests.exporter.helpers import (MODEL_NAMES, assert_close, eager_outputs,
                                     executorch_plan, export_fixture_model, run_executorch,
                                     run_pyruntime)
@@ -68,7 +68,7 @@ def test_best_plan_programs_run(name):
 
 
 def test_constant_folding_shrinks_the_plan_and_still_runs():
-    import exporter
+    from pyruntime import exporter
     from tests.exporter.helpers import fixture_model
 
     name = "vit_tiny"

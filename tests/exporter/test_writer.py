@@ -6,8 +6,8 @@ import struct
 
 import torch
 
-import exporter
-from exporter.writer import serialize_pte, serialize_ptd
+from pyruntime import exporter
+from pyruntime.exporter.writer import serialize_pte, serialize_ptd
 from pyruntime.loader import PteFile, load_bytes
 from pyruntime.ptd import DataMap
 

@@ -146,7 +146,7 @@ def load_sources(target: Target) -> list:
             out.append(_etdump_source(data, fx.calls))
             continue
         if target.region == "bundled":
-            from exporter.bundled import serialize_bundled_program
+            from pyruntime.exporter.bundled import serialize_bundled_program
 
             cases = [(c, e) for c, e in zip(fx.calls, fx.expected)]
             out.append(Source(serialize_bundled_program(data, {fx.method: cases}), [], None))

@@ -799,7 +799,7 @@ def _to_ours(v):
     if isinstance(v, torch.Tensor):
         return to_np(v)
     if isinstance(v, torch.dtype):
-        from cython_ext import from_numpy_dtype
+        from pyruntime.cython_ext import from_numpy_dtype
         return int(from_numpy_dtype(to_np(torch.empty(0, dtype=v)).dtype))
     if isinstance(v, list):
         return [_to_ours(e) for e in v]
@@ -829,7 +829,7 @@ def _compare(ours, want, dt, shape_only):
 def _run_cell(name, op, functional, dt, rng, binder):
     import numpy as np
     import torch
-    from cython_ext import ETensor
+    from pyruntime.cython_ext import ETensor
     from tests.kernels.helpers import call, call_fast, static_out, to_np
     if name in ET_DTYPES and dt not in ET_DTYPES[name]:
         return Cell("torch-rejects", "ExecuTorch's kernel accepts only "
@@ -913,7 +913,7 @@ def _run_prim(name):
         return Cell("missing", _short(e))
     if got != want or type(got) is not type(want):
         return Cell("missing", f"mismatch: got {got!r}, want {want!r}")
-    from kernels.fast.prim import OPS
+    from pyruntime.kernels.fast.prim import OPS
     if name not in OPS:
         return Cell("reference")
     try:
@@ -934,7 +934,7 @@ NOT_SWEPT = {"cadence::": "torch's registrations of Cadence's ops are the wheel'
 
 def swept_ops() -> list[str]:
     """ExecuTorch's operator lists, then every other registered operator but NOT_SWEPT's."""
-    from kernels.registry import registered_names
+    from pyruntime.kernels.registry import registered_names
 
     ops = all_ops()
     known = set(ops)
@@ -946,8 +946,8 @@ def sweep(ops=None, dtypes=DTYPES, seed=0) -> list[Row]:
     """Run the coverage sweep (imports torch); one Row per op."""
     import numpy as np
     import torch  # noqa: F401
-    from kernels.fast import get_binder
-    from kernels.registry import has_kernel
+    from pyruntime.kernels.fast import get_binder
+    from pyruntime.kernels.registry import has_kernel
     libs = executorch_ops()
     lib_of = {}
     for lib, names in libs.items():

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
-from kernels import get_kernel
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.kernels import get_kernel
 
 
 def to_np(t) -> np.ndarray:
@@ -81,12 +81,12 @@ def bind_fast(name: str, *args, typed: bool = False):
     """
     import ctypes
 
-    from cython_ext.desc import DescTable
-    from kernels.fast import get_binder
-    from kernels.fast.context import BindContext
+    from pyruntime.cython_ext.desc import DescTable
+    from pyruntime.kernels.fast import get_binder
+    from pyruntime.kernels.fast.context import BindContext
 
     if typed:  # only the specialized (typed) binder, not the any-dtype fallback
-        from kernels.fast import _BINDERS
+        from pyruntime.kernels.fast import _BINDERS
         binder = _BINDERS.get(name)
     else:
         binder = get_binder(name)
@@ -119,10 +119,10 @@ def call_split(name: str, *args, threads: int):
     """Bind ``name``'s compiled kernel with up to ``threads`` parts and run it as the fast
     loop does (prep, the parts on the loop's thread pool, post): (status, number of parts;
     1 when the binder did not split it)."""
-    from cython_ext._loop import Loop
-    from cython_ext.desc import DescTable
-    from kernels.fast import get_binder
-    from kernels.fast.context import BindContext
+    from pyruntime.cython_ext._loop import Loop
+    from pyruntime.cython_ext.desc import DescTable
+    from pyruntime.kernels.fast import get_binder
+    from pyruntime.kernels.fast.context import BindContext
 
     vals = [as_value(a) for a in args]
     ts = [v for v in vals if isinstance(v, ETensor)]
@@ -168,9 +168,9 @@ def call_fast_prim(name: str, *args):
     Tensor operands (sym_size, sym_numel, _local_scalar_dense) may be numpy arrays."""
     import ctypes
 
-    from cython_ext.desc import DescTable
-    from kernels.fast import prim
-    from kernels.fast.context import BindContext
+    from pyruntime.cython_ext.desc import DescTable
+    from pyruntime.kernels.fast import prim
+    from pyruntime.kernels.fast.context import BindContext
     from pyruntime.fastpath import _decode, _encode
 
     vals = [as_value(a) for a in args]
@@ -201,9 +201,9 @@ def run_fast_prim_tensor_op(name: str, a: np.ndarray) -> np.ndarray:
     from value records as in the fast loop; returns the result."""
     import ctypes
 
-    from cython_ext.desc import DescTable
-    from kernels.fast import prim
-    from kernels.fast.context import BindContext
+    from pyruntime.cython_ext.desc import DescTable
+    from pyruntime.kernels.fast import prim
+    from pyruntime.kernels.fast.context import BindContext
     from pyruntime.fastpath import _encode
 
     run = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ExecuTorchError
+from pyruntime.cython_ext import ExecuTorchError
 from tests.kernels.helpers import call, static_out
 from tests.kernels.test_elementwise import DTYPES, FLOATS, check, dim_ordered, make
 

@@ -11,8 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import json, sys
-import kernels.fast as fast
-from kernels.fast import binder_index
+import pyruntime.kernels.fast as fast
+from pyruntime.kernels.fast import binder_index
 
 def entry(op):
     return [None if b is None else f"{b.__module__}.{b.__qualname__}"
@@ -54,9 +54,9 @@ def test_an_op_gets_the_binders_of_a_full_import_from_its_modules_alone(tmp_path
 
 def test_a_process_binding_one_family_imports_few_kernel_modules(tmp_path):
     _child(tmp_path)
-    code = ("import json, sys\nimport kernels.fast as fast\n"
+    code = ("import json, sys\nimport pyruntime.kernels.fast as fast\n"
             "fast.get_binder('aten::convolution.out')\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kernels.fast.'))))")
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pyruntime.kernels.fast.'))))")
     mods = run_json(code, env={"PYRUNTIME_CACHE": str(tmp_path)})
-    assert "kernels.fast.conv" in mods and "kernels.fast.generic.conv" in mods
-    assert "kernels.fast.quantized" not in mods and "kernels.fast.llm" not in mods
+    assert "pyruntime.kernels.fast.conv" in mods and "pyruntime.kernels.fast.generic.conv" in mods
+    assert "pyruntime.kernels.fast.quantized" not in mods and "pyruntime.kernels.fast.llm" not in mods

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ETensor, ExecuTorchError, ScalarType
+from pyruntime.cython_ext import ETensor, ExecuTorchError, ScalarType
 from tests.kernels.helpers import call, static_out, to_np
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ExecuTorchError
+from pyruntime.cython_ext import ExecuTorchError
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np, to_torch
 
 OP = "aten::convolution.out"
@@ -99,7 +99,7 @@ def test_conv_int64_matches_float_reference():
 
 
 def test_conv_channels_last_input():
-    from cython_ext import ETensor, ScalarType
+    from pyruntime.cython_ext import ETensor, ScalarType
     x = np.random.rand(2, 3, 7, 7).astype(np.float32)
     w = np.random.rand(4, 3, 3, 3).astype(np.float32)
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError, from_numpy_dtype
+from pyruntime.cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError, from_numpy_dtype
 from tests.kernels import helpers
 from tests.kernels.helpers import assert_close, bound_out, static_out, to_np
 

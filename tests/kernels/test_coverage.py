@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from tests.kernels import coverage
-from kernels.registry import Kernel, _REGISTRY
+from pyruntime.kernels.registry import Kernel, _REGISTRY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TABLE = ROOT / "docs" / "COVERAGE.md"
@@ -62,7 +62,7 @@ def test_every_op_has_a_reference_kernel(by_op):
 def test_registered_extras_are_swept(by_op):
     """Registered kernels outside ExecuTorch's lists are swept too (library "extra"), but
     the namespaces of coverage.NOT_SWEPT, which their own tests check."""
-    from kernels.registry import registered_names
+    from pyruntime.kernels.registry import registered_names
     extras = [r for r in by_op.values() if r.library == "extra"]
     left = {n for n in registered_names() if any(n.startswith(p) for p in coverage.NOT_SWEPT)}
     assert extras and set(by_op) >= set(registered_names()) - left

@@ -1,4 +1,4 @@
-"""kernels.fast.deferred: the kernel modules import without Numba, and once Numba is
+"""pyruntime.kernels.fast.deferred: the kernel modules import without Numba, and once Numba is
 needed every placeholder is replaced by Numba's own object wherever compiled code or a
 binder could find it."""
 from __future__ import annotations
@@ -12,13 +12,13 @@ REPO = Path(__file__).resolve().parents[2]
 _CHILD = r"""
 import json, sys, types
 import numpy as np
-from kernels import fast
-from kernels.fast import deferred
-from kernels.fast.deferred import njit, overload, types as nbtypes, value
+from pyruntime.kernels import fast
+from pyruntime.kernels.fast import deferred
+from pyruntime.kernels.fast.deferred import njit, overload, types as nbtypes, value
 
 for name in fast.kernel_modules():
     __import__(name)
-import kernels.libm, pyruntime.llm.sampling  # the other modules taking Numba's names here
+import pyruntime.kernels.libm, pyruntime.llm.sampling  # the other modules taking Numba's names here
 report = {"numba_after_import": "numba" in sys.modules}
 
 
@@ -75,12 +75,12 @@ def scan(obj, where, depth=0):
 
 for modname, mod in list(sys.modules.items()):
     if mod is not None and modname.startswith(("kernels", "pyruntime", "__main__")) \
-            and modname != "kernels.fast.deferred":
+            and modname != "pyruntime.kernels.fast.deferred":
         for k, v in list(vars(mod).items()):
             scan(v, f"{modname}.{k}")
 report["left"] = left
 from numba.core.registry import CPUDispatcher
-import kernels.fast.nb as nb
+import pyruntime.kernels.fast.nb as nb
 report["real"] = [isinstance(nb.desc, CPUDispatcher), type(deferred.carray).__name__,
                   isinstance(njit(lambda x: x), CPUDispatcher)]
 print(json.dumps(report))

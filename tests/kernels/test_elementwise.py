@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ETensor, ExecuTorchError, from_numpy_dtype
+from pyruntime.cython_ext import ETensor, ExecuTorchError, from_numpy_dtype
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np, to_torch
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -14,11 +14,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, ExecuTorchError, from_numpy_dtype
-from cython_ext.desc import DescTable
-from kernels.fast.context import BindContext
-from kernels.fast.generic import unary
-from kernels.fast.nb import INVALID_ARGUMENT
+from pyruntime.cython_ext import Dynamism, ETensor, ExecuTorchError, from_numpy_dtype
+from pyruntime.cython_ext.desc import DescTable
+from pyruntime.kernels.fast.context import BindContext
+from pyruntime.kernels.fast.generic import unary
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT
 from tests.kernels.helpers import as_value, assert_close, call, static_out
 from tests.kernels.test_elementwise import BF16, dim_ordered, make
 
@@ -29,12 +29,12 @@ HALF = (np.dtype(np.float16), BF16)
 SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3.5]
 
 
-_ELEMENTWISE = {f"kernels.fast.generic.{m}" for m in ("elem_bind", "unary", "binary")}
+_ELEMENTWISE = {f"pyruntime.kernels.fast.generic.{m}" for m in ("elem_bind", "unary", "binary")}
 
 
 def _binder(name):
     """The generic binder registered for ``name`` (also where a specialized one exists)."""
-    import kernels.fast as kf
+    import pyruntime.kernels.fast as kf
     kf.get_binder("")
     # the op may also have a binder in another family (complex _conj_physical: kernels.fast.complex)
     found = [b for b in (kf._FALLBACKS.get(name), kf._BINDERS.get(name))

@@ -14,8 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import kernels.fast as fast
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
+import pyruntime.kernels.fast as fast
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
 from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
                                    static_out)
 

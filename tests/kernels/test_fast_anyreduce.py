@@ -12,8 +12,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
-from kernels.fast.nb import INVALID_ARGUMENT
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT
 from tests.kernels.helpers import bind_fast, bound_out, call, call_fast, static_out
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

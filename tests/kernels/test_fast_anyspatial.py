@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
 from tests.kernels.helpers import assert_close, bind_fast, call, call_fast, static_out, to_np
 
 RNG = np.random.default_rng(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, ScalarType
+from pyruntime.cython_ext import Dynamism, ETensor, ScalarType
 from tests.kernels.helpers import call, call_fast, static_out
 
 

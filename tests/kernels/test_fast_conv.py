@@ -7,10 +7,10 @@ import ctypes
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
-from cython_ext.desc import DescTable
-from kernels.fast import get_binder
-from kernels.fast.context import BindContext
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.cython_ext.desc import DescTable
+from pyruntime.kernels.fast import get_binder
+from pyruntime.kernels.fast.context import BindContext
 from tests.kernels.helpers import bound_out, call, call_fast, call_split, static_out
 
 OP = "aten::convolution.out"
@@ -164,7 +164,7 @@ def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
     """Intra-op threads: a convolution split into parts (planes of the direct loop, columns
     of the gemm, each with its own scratch, odd splits included) gives the one-call result
     bit for bit, into a static out and into a bound out the prep call resizes."""
-    from kernels.fast import conv
+    from pyruntime.kernels.fast import conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     args, want = _args(case, np.float32)
@@ -188,7 +188,7 @@ def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
 def test_wide_weights_split_their_output_channels(case, constant, dtype, threads, monkeypatch):
     """More output channels than positions: the parts take output channels (whole panels of
     the packed weight, each part reading its own), bit for bit the one-call result."""
-    from kernels.fast import conv
+    from pyruntime.kernels.fast import conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     args, want = _args(case, dtype)
@@ -205,7 +205,7 @@ def test_wide_weights_split_their_output_channels(case, constant, dtype, threads
 
 
 def test_split_parts_report_errors(monkeypatch):
-    from kernels.fast import conv
+    from pyruntime.kernels.fast import conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     x = RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)

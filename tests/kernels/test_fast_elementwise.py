@@ -50,7 +50,7 @@ def test_binary(op, shapes, dtype):
 def test_broadcast_into_strided_outs(a_shape, b_shape):
     """The strided path (innermost dim as a tight loop, an N-d counter over the rest) into
     contiguous and channels-last outs, from a transposed operand: the reference's values."""
-    from cython_ext import ETensor, from_numpy_dtype
+    from pyruntime.cython_ext import ETensor, from_numpy_dtype
 
     a, b = _rand(a_shape, np.float32), _rand(b_shape, np.float32)
     shape = np.broadcast_shapes(a_shape, b_shape)
@@ -92,7 +92,7 @@ def test_gelu_and_clamps(approximate):
 def test_libm_ops_split_into_element_ranges(threads, monkeypatch):
     """Intra-op threads: gelu/sigmoid/tanh/exp split into element ranges give the one-call
     result bit for bit; a strided input runs whole in part 0."""
-    from kernels.fast import elementwise
+    from pyruntime.kernels.fast import elementwise
 
     monkeypatch.setattr(elementwise, "SPLIT_ELEMS", 1)
     a = _rand((7, 13), np.float32)
@@ -130,10 +130,10 @@ def test_fixed_shape_kernel_matches_the_general_one_bit_for_bit(a_shape, b_shape
     fixed-shape kernel (no run-time shape work); it writes the same bits as binary_kernel
     (the same operands with a DYNAMIC_BOUND out) and the reference, NaN, inf and -0.0
     included, for one element, short rows and vectorized rows (16+ floats)."""
-    from cython_ext.desc import DescTable
-    from kernels.fast import elementwise as ew
-    from kernels.fast.context import BindContext
-    from kernels.fast.jit import lazy
+    from pyruntime.cython_ext.desc import DescTable
+    from pyruntime.kernels.fast import elementwise as ew
+    from pyruntime.kernels.fast.context import BindContext
+    from pyruntime.kernels.fast.jit import lazy
     from tests.kernels.helpers import as_value
 
     a, b = _rand(a_shape, dtype), _rand(b_shape, dtype)
@@ -179,11 +179,11 @@ def test_split_kernel_runs_whole_when_the_run_is_small():
     """A kernel split at its bind-time (upper-bound) sizes does the whole call in its prep
     call when the run's sizes are below the split threshold (a decode step of a model bound
     for a long prompt), and splits again when they grow back: same values either way."""
-    from cython_ext import Dynamism, ETensor
-    from cython_ext._loop import Loop
-    from cython_ext.desc import DescTable
-    from kernels.fast import get_binder
-    from kernels.fast.context import BindContext
+    from pyruntime.cython_ext import Dynamism, ETensor
+    from pyruntime.cython_ext._loop import Loop
+    from pyruntime.cython_ext.desc import DescTable
+    from pyruntime.kernels.fast import get_binder
+    from pyruntime.kernels.fast.context import BindContext
 
     x = ETensor.from_array(_rand((200, 100), np.float32), dynamism=Dynamism.DYNAMIC_BOUND)
     out = bound_out((200, 100), np.float32)

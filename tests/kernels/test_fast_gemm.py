@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from kernels.fast.gemm import KC, NCB, swapped
-from kernels.fast.ordered import (PK_A_ROWS, PK_AT_COLS, PK_B_COLS, PK_BT_ROWS, gemm_scratch,
+from pyruntime.kernels.fast.gemm import KC, NCB, swapped
+from pyruntime.kernels.fast.ordered import (PK_A_ROWS, PK_AT_COLS, PK_B_COLS, PK_BT_ROWS, gemm_scratch,
                                   ordered_gemm, pack_weight, scratch_size)
 
 RNG = np.random.default_rng(7)

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cython_ext import ETensor, from_numpy_dtype
+from pyruntime.cython_ext import ETensor, from_numpy_dtype
 from tests.kernels.helpers import call_fast, check_compiled, static_out
 
 RNG = np.random.default_rng(0)

@@ -7,10 +7,10 @@ import ctypes
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
-from cython_ext.desc import DescTable
-from kernels.fast import blas, get_binder
-from kernels.fast.context import BindContext
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.cython_ext.desc import DescTable
+from pyruntime.kernels.fast import blas, get_binder
+from pyruntime.kernels.fast.context import BindContext
 from tests import parts
 from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, call_split,
                                   static_out)
@@ -105,7 +105,7 @@ def test_split_into_row_parts_is_bit_identical(threads, monkeypatch):
     """Intra-op threads: products split into row ranges (odd splits, a batch, a constant B
     packed for a part's rows, bias and alpha/beta on each part's rows) give the one-call
     result bit for bit, into static outs and into bound outs the prep call resizes."""
-    from kernels.fast import linalg
+    from pyruntime.kernels.fast import linalg
 
     monkeypatch.setattr(linalg, "SPLIT_MACS", 0)
     dt = np.float32
@@ -136,7 +136,7 @@ def test_matrix_vector_products_split_their_columns(threads, monkeypatch):
     """Fewer rows than threads (a classifier's or a decode step's product): the parts take
     whole panels of columns each (a constant B packed once, each part reading its own
     panels; bias and alpha/beta on each part's columns), bit for bit the one-call result."""
-    from kernels.fast import linalg
+    from pyruntime.kernels.fast import linalg
 
     monkeypatch.setattr(linalg, "SPLIT_MACS", 0)
     for dt in (np.float32, np.float64):
@@ -242,7 +242,7 @@ def test_set_blas_threads():
 def test_split_product_runs_whole_when_the_run_is_small():
     """Split at the bind-time rows (a prompt's), run with one row (a decode step): the prep
     call does the whole product; more rows split again. Same values either way."""
-    from cython_ext._loop import Loop
+    from pyruntime.cython_ext._loop import Loop
 
     x = _bound(_rand((200, 64), np.float32))
     w = _constant(_rand((64, 96), np.float32).T.copy())

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
 from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
                                    check_compiled, static_out)
 
@@ -217,7 +217,7 @@ def test_fast_hadamard_transform_layouts_and_sizes():
 
 def test_start_pos_computed_at_run_time():
     """An Int produced by a prim op reaches the kernel through its record (IntSlot)."""
-    from kernels.fast.context import IntSlot
+    from pyruntime.kernels.fast.context import IntSlot
     word = np.zeros(1, np.int64)
     start = IntSlot(0, word.ctypes.data)
     q = tensor(rand((1, 1, 4, 8), np.float32))

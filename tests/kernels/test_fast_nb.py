@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from cython_ext import from_numpy_dtype
-from kernels.fast import deferred, nb
+from pyruntime.cython_ext import from_numpy_dtype
+from pyruntime.kernels.fast import deferred, nb
 
 deferred.materialize()  # nb's helpers are Numba's own before this file's njit uses them
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext import ETensor, from_numpy_dtype
+from pyruntime.cython_ext import ETensor, from_numpy_dtype
 from tests.kernels.helpers import assert_close, bound_out, call, call_fast, static_out
 
 RNG = np.random.default_rng(0)

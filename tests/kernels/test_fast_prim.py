@@ -13,12 +13,12 @@ import math
 import numpy as np
 import pytest
 
-from cython_ext import ETensor
-from cython_ext.desc import DescTable
-from cython_ext.errors import ExecuTorchError
-from kernels import get_kernel
-from kernels.fast import prim
-from kernels.fast.context import BindContext
+from pyruntime.cython_ext import ETensor
+from pyruntime.cython_ext.desc import DescTable
+from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.kernels import get_kernel
+from pyruntime.kernels.fast import prim
+from pyruntime.kernels.fast.context import BindContext
 from pyruntime.fastpath import _encode
 from tests.kernels.helpers import bound_out, call_fast_prim, static_out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
 from tests.kernels.helpers import bind_fast, bound_out, call, call_fast, static_out
 
 RNG = np.random.default_rng(0)

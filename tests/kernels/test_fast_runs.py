@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from cython_ext import from_numpy_dtype
-from kernels.fast import nb
-from kernels.fast.runs import load_run, narrow_c, narrow_wrap, store_run
+from pyruntime.cython_ext import from_numpy_dtype
+from pyruntime.kernels.fast import nb
+from pyruntime.kernels.fast.runs import load_run, narrow_c, narrow_wrap, store_run
 
 TYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int64, np.int32, np.int16,
          np.int8, np.uint8, np.bool_]

@@ -7,11 +7,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from cython_ext import ETensor, from_numpy_dtype
-from cython_ext.desc import DescTable
-from cython_ext.tensor import Dynamism
-from kernels.fast import get_binder
-from kernels.fast.context import BindContext
+from pyruntime.cython_ext import ETensor, from_numpy_dtype
+from pyruntime.cython_ext.desc import DescTable
+from pyruntime.cython_ext.tensor import Dynamism
+from pyruntime.kernels.fast import get_binder
+from pyruntime.kernels.fast.context import BindContext
 from tests.kernels.helpers import (assert_close, bound_out, call, call_fast, check_compiled,
                                    static_out)
 

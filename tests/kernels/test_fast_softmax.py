@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cython_ext import Dynamism, ETensor, from_numpy_dtype
+from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
 from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
                                    static_out)
 
@@ -59,7 +59,7 @@ def test_exp_polynomial_accuracy():
     # math over the whole range it sees (x - max <= 0), incl. subnormal results and -inf.
     from numba import njit
 
-    from kernels.fast.softmax import _exp_f32
+    from pyruntime.kernels.fast.softmax import _exp_f32
 
     @njit
     def run(x, out):

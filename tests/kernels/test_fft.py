@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ExecuTorchError
+from pyruntime.cython_ext import ExecuTorchError
 from tests import parts
 from tests.kernels.helpers import bound_out, call, static_out, to_np
 

@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from kernels import libm
+from pyruntime.kernels import libm
 
 _C = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ExecuTorchError
+from pyruntime.cython_ext import ExecuTorchError
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,

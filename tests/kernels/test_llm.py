@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ErrorCode, ExecuTorchError, ETensor
+from pyruntime.cython_ext import ErrorCode, ExecuTorchError, ETensor
 from tests import parts
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np
 

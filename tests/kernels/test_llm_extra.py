@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError, from_numpy_dtype
+from pyruntime.cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError, from_numpy_dtype
 from tests import parts
 from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
                                    check_compiled, static_out, to_np, to_torch)
@@ -258,7 +258,7 @@ def test_moe_bad_args():
 
 
 def test_unpack_roundtrip():
-    from kernels.llm_extra import unpack_weight
+    from pyruntime.kernels.llm_extra import unpack_weight
     rng = np.random.default_rng(0)
     for nbit, (n, k, gs) in ((4, (13, 64, 32)), (8, (8, 32, 16)), (4, (3, 16, 16))):
         q = rng.integers(-2 ** (nbit - 1), 2 ** (nbit - 1), (n, k)).astype(np.int8)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.fast import jit, objcache
+from pyruntime.kernels.fast import jit, objcache
 from tests import parts
 from tests.child import run_json
 from tests.programs.small_programs import small_program
@@ -25,7 +25,7 @@ _CHILD = """
 import hashlib, json, sys
 import numpy as np
 import pyruntime
-from kernels.fast import jit
+from pyruntime.kernels.fast import jit
 prog = pyruntime.Runtime.get().load_program(sys.argv[1])
 m = prog.load_method("forward")
 x = np.linspace(-3, 3, 8, dtype=np.float32).reshape(2, 4)
@@ -61,7 +61,7 @@ def test_a_new_process_links_its_kernels_from_objects_bit_for_bit():
 @pytest.fixture
 def conj_object():
     """(kernel body, its object file) with a freshly written object."""
-    from kernels.fast.complex import conj_kernel
+    from pyruntime.kernels.fast.complex import conj_kernel
 
     path = objcache.path_for(conj_kernel)
     path.unlink(missing_ok=True)
@@ -71,7 +71,7 @@ def conj_object():
 
 
 def test_a_kernel_from_its_object_is_the_one_numba_serves(conj_object, monkeypatch):
-    from cython_ext import ETensor, ScalarType
+    from pyruntime.cython_ext import ETensor, ScalarType
     from tests.kernels.helpers import call_fast
 
     fn, path = conj_object
@@ -191,7 +191,7 @@ def test_the_cpu_key_and_c_helpers_are_numbas_without_importing_it(numba_env):
     Numba still compiles."""
     child = (
         "import json, sys\n"
-        "from kernels.fast import objcache\n"
+        "from pyruntime.kernels.fast import objcache\n"
         "magic = objcache._magic()\n"
         "objcache._setup()\n"
         "before = 'numba' in sys.modules\n"

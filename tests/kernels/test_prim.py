@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError
+from pyruntime.cython_ext import Dynamism, ErrorCode, ETensor, ExecuTorchError
 from tests.kernels.helpers import bound_out, call, static_out
 
 P = "executorch_prim::"

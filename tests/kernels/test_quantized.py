@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cython_ext import ErrorCode, ExecuTorchError, from_numpy_dtype
+from pyruntime.cython_ext import ErrorCode, ExecuTorchError, from_numpy_dtype
 from tests import parts
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np
 

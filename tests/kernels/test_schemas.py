@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cython_ext.tensor import ETensor
-from kernels.registry import registered_names
-from kernels.schemas import SCHEMAS
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels.registry import registered_names
+from pyruntime.kernels.schemas import SCHEMAS
 from pyruntime import ExecuTorchError
 from pyruntime.argcheck import check_kernel_args
 from pyruntime.values import ListRef

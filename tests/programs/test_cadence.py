@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.dtypes import from_numpy_dtype
-from cython_ext.errors import ExecuTorchError
-from cython_ext.tensor import ETensor
-from kernels import cadence
+from pyruntime.cython_ext.dtypes import from_numpy_dtype
+from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels import cadence
 
 pytest.importorskip("executorch.backends.cadence", reason="fixtures need executorch's exporter")
 

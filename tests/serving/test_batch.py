@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.batch import Progress, read_sets, run_batch
 from pyruntime.cli import main
 from tests.serving.common import (check_against_oracles, input_sets, program, read_outputs,

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.pool import BatchPredictor, MethodPool
 from tests.serving.common import assert_output_parity, program, sequential
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pyruntime
-from cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cli import main
 from pyruntime.pool import load_as
 from pyruntime.profiles import BUILTIN, DeviceProfile, get_profile, parse_bytes

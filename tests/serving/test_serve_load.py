@@ -228,7 +228,7 @@ def test_keep_alive_connections_are_closed_when_idle(server):
 
 
 def test_timeouts_and_the_bound_must_be_positive():
-    from cython_ext.errors import ExecuTorchError
+    from pyruntime.cython_ext.errors import ExecuTorchError
 
     for kw in ({"idle_timeout": 0}, {"request_timeout": -1}, {"max_connections": 0},
                {"idle_timeout": True}):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from math import prod
 
-from cython_ext.errors import ErrorCode, ExecuTorchError
-from delegates.vulkan.blob import BACKEND
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.vulkan.blob import BACKEND
 
 OPS: dict = {}
 
@@ -124,4 +124,4 @@ def load_all():
     import importlib
 
     for mod in FAMILIES:
-        importlib.import_module(f"delegates.vulkan.ops.{mod}")
+        importlib.import_module(f"pyruntime.delegates.vulkan.ops.{mod}")

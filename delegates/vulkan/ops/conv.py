@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from delegates.vulkan.commands import pack
-from delegates.vulkan.graph import Tensor, ValueList
-from delegates.vulkan.ops import bad, nargs, op, unsupported
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.graph import Tensor, ValueList
+from pyruntime.delegates.vulkan.ops import bad, nargs, op, unsupported
 
 
 def _pair(v, n, where, what):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from delegates.vulkan.commands import pack
-from delegates.vulkan.ops import (bad, broadcast_shape, broadcast_strides, coalesce, ct_of, dims8,
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.ops import (bad, broadcast_shape, broadcast_strides, coalesce, ct_of, dims8,
                                   nargs, op, unsupported)
 
 # ---- unary --------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def _binary_builder(code, kind):
             alpha = g.val(args[2])
             alpha = 1 if alpha is None else alpha
         other = g.values[args[1]] if 0 <= args[1] < len(g.values) else None
-        from delegates.vulkan.graph import Tensor
+        from pyruntime.delegates.vulkan.graph import Tensor
         if isinstance(other, Tensor):
             return binary(g, a, other, out, code, alpha, where)
         s = g.val(args[1])
@@ -197,7 +197,7 @@ def _div_mode(g, args, where):
     if code is None:
         raise bad(where, f"rounding_mode {mode!r}")
     a, out = g.t(args[0], where), g.t(args[-1], where)
-    from delegates.vulkan.graph import Tensor
+    from pyruntime.delegates.vulkan.graph import Tensor
     other = g.values[args[1]]
     if isinstance(other, Tensor):
         return binary(g, a, other, out, code, where=where)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 
-from delegates.vulkan.commands import pack
-from delegates.vulkan.graph import Tensor, ValueList
-from delegates.vulkan.ops import (bad, broadcast_shape, broadcast_strides, contiguous, ct_of,
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.graph import Tensor, ValueList
+from pyruntime.delegates.vulkan.ops import (bad, broadcast_shape, broadcast_strides, contiguous, ct_of,
                                   dims8, nargs, norm_dim, numel, op, unsupported)
-from delegates.vulkan.ops.elementwise import unary
-from delegates.vulkan.ops.linalg import mm_dispatch
-from delegates.vulkan.ops.norm import rownorm
-from delegates.vulkan.ops.shape import copy, flat_copy
+from pyruntime.delegates.vulkan.ops.elementwise import unary
+from pyruntime.delegates.vulkan.ops.linalg import mm_dispatch
+from pyruntime.delegates.vulkan.ops.norm import rownorm
+from pyruntime.delegates.vulkan.ops.shape import copy, flat_copy
 
 
 @op("dim_order_ops._clone_dim_order.default")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import math
 
-from delegates.vulkan.commands import pack
-from delegates.vulkan.graph import Tensor
-from delegates.vulkan.ops import bad, broadcast_shape, contiguous, nargs, numel, op, unsupported
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.graph import Tensor
+from pyruntime.delegates.vulkan.ops import bad, broadcast_shape, contiguous, nargs, numel, op, unsupported
 
 _TILE = 32  # outputs per workgroup side (8 invocations x 4)
 

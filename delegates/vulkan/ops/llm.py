@@ -2,10 +2,10 @@
 rotary embeddings (``rope.comp``), SymInts read from tensors."""
 from __future__ import annotations
 
-from cython_ext.errors import ErrorCode
-from delegates.vulkan.commands import pack
-from delegates.vulkan.graph import SymInt, Tensor, ValueList
-from delegates.vulkan.ops import bad, nargs, norm_dim, numel, op, unsupported
+from pyruntime.cython_ext.errors import ErrorCode
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.graph import SymInt, Tensor, ValueList
+from pyruntime.delegates.vulkan.ops import bad, nargs, norm_dim, numel, op, unsupported
 
 
 def gather(g, x, idx, out, dim_fn, where):

@@ -2,9 +2,9 @@
 (``reduce.comp``), and inference batch norm (a per-channel affine on ``binary.comp``)."""
 from __future__ import annotations
 
-from delegates.vulkan.commands import pack
-from delegates.vulkan.graph import Tensor, ValueList
-from delegates.vulkan.ops import (bad, coalesce, contiguous, nargs, norm_dim, numel, op,
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.graph import Tensor, ValueList
+from pyruntime.delegates.vulkan.ops import (bad, coalesce, contiguous, nargs, norm_dim, numel, op,
                                   unsupported)
 
 
@@ -163,7 +163,7 @@ def _batch_norm(g, args, where):
     """y = (x - mean) * rsqrt(var + eps) * w + b per channel (dim 1): folded at load into a
     scale and a shift, then one broadcast multiply-add (binary.comp's AFFINE)."""
     import numpy as np
-    from delegates.vulkan.ops.elementwise import binary
+    from pyruntime.delegates.vulkan.ops.elementwise import binary
     nargs(args, 8, where)
     x = g.t(args[0], where)
     res = g.val(args[-1])

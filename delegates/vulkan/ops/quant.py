@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 
-from delegates.vulkan.graph import Tensor
-from delegates.vulkan.ops import bad, nargs, numel, op, unsupported
-from delegates.vulkan.ops.conv import conv
-from delegates.vulkan.ops.elementwise import binary, unary
-from delegates.vulkan.ops.linalg import mm_dispatch
+from pyruntime.delegates.vulkan.graph import Tensor
+from pyruntime.delegates.vulkan.ops import bad, nargs, numel, op, unsupported
+from pyruntime.delegates.vulkan.ops.conv import conv
+from pyruntime.delegates.vulkan.ops.elementwise import binary, unary
+from pyruntime.delegates.vulkan.ops.linalg import mm_dispatch
 
 
 def _f(g, vid, where, what):

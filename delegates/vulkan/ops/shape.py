@@ -2,11 +2,11 @@
 strided-copy shader (``copy.comp``) with a conversion between storage types."""
 from __future__ import annotations
 
-from delegates.vulkan.commands import pack
-from delegates.vulkan.graph import ValueList
-from delegates.vulkan.ops import (bad, broadcast_strides, coalesce, contiguous, dims8, nargs,
+from pyruntime.delegates.vulkan.commands import pack
+from pyruntime.delegates.vulkan.graph import ValueList
+from pyruntime.delegates.vulkan.ops import (bad, broadcast_strides, coalesce, contiguous, dims8, nargs,
                                   norm_dim, numel, op, unsupported)
-from delegates.vulkan.ops.elementwise import fill
+from pyruntime.delegates.vulkan.ops.elementwise import fill
 
 
 def copy(g, x, out, sizes, in_strides, in_off=0, out_strides=None, out_off=0, where=""):

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.elementwise import BOOL, fill_value, float_result
-from kernels.fast.generic.elem_bind import (F64, I64, _Scalar, _bind, _fast, _is_tensor, _num,
+from pyruntime.kernels.elementwise import BOOL, fill_value, float_result
+from pyruntime.kernels.fast.generic.elem_bind import (F64, I64, _Scalar, _bind, _fast, _is_tensor, _num,
                                             _operand, _out_ok, _register, _supported)
-from kernels.fast.generic.elem_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
+from pyruntime.kernels.fast.generic.elem_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
                                           B_DIV_TRUNC, B_EQ, B_FILL_T, B_FMOD, B_GE, B_GT, B_LAND,
                                           B_LE, B_LOR, B_LT, B_LXOR, B_MAX, B_MIN, B_MUL, B_NE,
                                           B_OR, B_POW, B_POW_BOOL, B_REM, B_SECOND, B_SHL, B_SHR,
                                           B_SUB, B_SUB_A, B_XOR, T_CLAMP, T_WHERE)
-from kernels.promote import category, compute_dtype, result_type
+from pyruntime.kernels.promote import category, compute_dtype, result_type
 
 
 # ---- binary -------------------------------------------------------------------------------

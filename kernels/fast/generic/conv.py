@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.conv import _conv, _cols_range
-from kernels.fast.conv import _scratch as _conv_scratch
-from kernels.fast.conv import scratch_elems as conv_scratch_elems
-from kernels.fast.deferred import carray, njit, overload, types
-from kernels.fast.generic.linalg import _compute
-from kernels.fast.generic.nn_io import FAKE_WORDS, SUPPORTED, _fake, _gather, _scatter, _wrap
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.conv import _conv, _cols_range
+from pyruntime.kernels.fast.conv import _scratch as _conv_scratch
+from pyruntime.kernels.fast.conv import scratch_elems as conv_scratch_elems
+from pyruntime.kernels.fast.deferred import carray, njit, overload, types
+from pyruntime.kernels.fast.generic.linalg import _compute
+from pyruntime.kernels.fast.generic.nn_io import FAKE_WORDS, SUPPORTED, _fake, _gather, _scatter, _wrap
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,
                              desc, lazy, ptr_like, resize_to, scratch, sum_seg)
 
 

@@ -8,19 +8,19 @@ import warnings
 import ml_dtypes
 import numpy as np
 
-from cython_ext import from_numpy_dtype
-from kernels.args import wrap_dim
-from kernels.fast import register_fast
-from kernels.fast.generic.move import move_kernel
-from kernels.fast.generic.move_copy import (OP_BCAST, OP_CAT, OP_COPY, OP_COPY_INTO, OP_CPAD,
+from pyruntime.cython_ext import from_numpy_dtype
+from pyruntime.kernels.args import wrap_dim
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.generic.move import move_kernel
+from pyruntime.kernels.fast.generic.move_copy import (OP_BCAST, OP_CAT, OP_COPY, OP_COPY_INTO, OP_CPAD,
                                             OP_DIAG, OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE,
                                             OP_PSHUF, OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
                                             OP_REPLICATE, OP_ROLL, OP_ROLL_FLAT, OP_SELECT,
                                             OP_SLICE, OP_SPLIT, OP_SPLITS, OP_SQUEEZE, OP_STACK,
                                             OP_STRIDED, OP_TRIL, OP_TRIU, OP_UNBIND, OP_UNFOLD,
                                             OP_UNSQUEEZE, OP_VIEW, SCR)
-from kernels.fast.nb import lazy
-from kernels.promote import category, promote_types
+from pyruntime.kernels.fast.nb import lazy
+from pyruntime.kernels.promote import category, promote_types
 
 
 # ---- binders --------------------------------------------------------------------------------

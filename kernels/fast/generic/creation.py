@@ -10,14 +10,14 @@ import warnings
 import ml_dtypes
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.generic.copy_shape import _ints, _ok, _pattern
-from kernels.fast.generic.move_copy import _fill
-from kernels.fast.nb import (OK, bf16_to_f64, bits_to_f64, desc, elem_size, f64_to_bf16,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.generic.copy_shape import _ints, _ok, _pattern
+from pyruntime.kernels.fast.generic.move_copy import _fill
+from pyruntime.kernels.fast.nb import (OK, bf16_to_f64, bits_to_f64, desc, elem_size, f64_to_bf16,
                              f64_to_half, half_to_f64, lazy, resize_like, resize_to, store_f64,
                              store_i64)
-from kernels.promote import compute_dtype
+from pyruntime.kernels.promote import compute_dtype
 
 
 # ---- creation: fills and ranges ------------------------------------------------------------

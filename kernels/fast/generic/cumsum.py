@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.generic.reduce import _acc_code, _is_int, _ok, _target
-from kernels.fast.generic.reduce_io import (A_F32, A_F64, CH, RED_WORDS, U, W_KC, W_KN, W_KO, W_KX,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.generic.reduce import _acc_code, _is_int, _ok, _target
+from pyruntime.kernels.fast.generic.reduce_io import (A_F32, A_F64, CH, RED_WORDS, U, W_KC, W_KN, W_KO, W_KX,
                                             W_WORDS)
-from kernels.fast.nb import OK, cast_like, desc, lazy, ptr_like, resize_like, scratch
-from kernels.fast.runs import load_run, narrow_wrap, store_run
+from pyruntime.kernels.fast.nb import OK, cast_like, desc, lazy, ptr_like, resize_like, scratch
+from pyruntime.kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
 # ---- cumsum ------------------------------------------------------------------------------

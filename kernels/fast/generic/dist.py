@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.generic.spatial_io import _ldx, _stx
-from kernels.fast.nb import INVALID_ARGUMENT, OK, bits_to_f64, desc, lazy, resize_to, scratch
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.spatial_io import _ldx, _stx
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, bits_to_f64, desc, lazy, resize_to, scratch
 
 
 # ---- pairwise distances -----------------------------------------------------------------

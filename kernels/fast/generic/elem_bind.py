@@ -7,12 +7,12 @@ import ctypes
 
 import numpy as np
 
-from cython_ext import from_numpy_dtype
-from kernels.elementwise import cast
-from kernels.fast import register_fast
-from kernels.fast.generic.elementwise import anyelem_kernel
-from kernels.fast.nb import ST_BF16, ST_F32, ST_F64, ST_I64, lazy
-from kernels.promote import category, compute_dtype
+from pyruntime.cython_ext import from_numpy_dtype
+from pyruntime.kernels.elementwise import cast
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.generic.elementwise import anyelem_kernel
+from pyruntime.kernels.fast.nb import ST_BF16, ST_F32, ST_F64, ST_I64, lazy
+from pyruntime.kernels.promote import category, compute_dtype
 
 
 # ---- binders -------------------------------------------------------------------------------

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
-from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_I8, ST_I16, ST_I32, ST_U8,
+from pyruntime.kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
+from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_I8, ST_I16, ST_I32, ST_U8,
                              bf16_to_f64, bits_to_f64, f64_to_bf16, f64_to_bits, f64_to_half,
                              half_to_f64, ptr_like)
-from kernels.fast.runs import load_run, narrow_c, store_run
+from pyruntime.kernels.fast.runs import load_run, narrow_c, store_run
 
 
 _nj = njit(error_model="numpy")  # x / 0 gives inf/nan: nothing may raise in a kernel

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from kernels.fast.deferred import njit
-from kernels.fast.generic.elem_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.elem_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
                                           B_DIV_TRUNC, B_EQ, B_FILL_T, B_FMOD, B_GE, B_GLU, B_GT,
                                           B_LAND, B_LE, B_LOR, B_LT, B_LXOR, B_MAX, B_MIN, B_MUL,
                                           B_NE, B_OR, B_POW, B_POW_BOOL, B_REM, B_SECOND, B_SHL,
@@ -21,8 +21,8 @@ from kernels.fast.generic.elem_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV,
                                           U_ROUND, U_ROUND_DEC, U_RSQRT, U_SIGMOID, U_SIGN, U_SIN,
                                           U_SINH, U_SQRT, U_TAN, U_TANH, U_TRUNC, U_ZERO, _nj,
                                           _vlog, _vsincos)
-from kernels.fast.nb import INVALID_ARGUMENT, OK
-from kernels.libm import (exp, expf, gelu, gelu_tanh, gelu_tanhf, geluf, log, logf, sigmoid,
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK
+from pyruntime.kernels.libm import (exp, expf, gelu, gelu_tanh, gelu_tanhf, geluf, log, logf, sigmoid,
                           sigmoidf, tanh, tanhf)
 
 

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import njit
-from kernels.fast.generic.elem_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH, STR, VD,
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.elem_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH, STR, VD,
                                           WORDS, _gather, _round_chunk, _scatter, _stack, _words,
                                           _wrap_chunk)
-from kernels.fast.generic.elem_math import _cf1, _cf2, _cf3, _ci1, _ci2, _ci3
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, ST_F32, bits_to_f64, desc, elem_size,
+from pyruntime.kernels.fast.generic.elem_math import _cf1, _cf2, _cf3, _ci1, _ci2, _ci3
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, ST_F32, bits_to_f64, desc, elem_size,
                              is_float_st, load_f64, load_i64, ptr_like, resize_to)
 
 

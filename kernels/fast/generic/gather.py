@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
-from kernels.fast.deferred import njit
-from kernels.fast.generic.index_io import (ALL, BIG, E, INDEX, R_OFF, _add, _clamp, _copy_all,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.index_io import (ALL, BIG, E, INDEX, R_OFF, _add, _clamp, _copy_all,
                                            _index_at, _move, _next_row, _rows, _xfer)
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, elem_size, is_float_st, lazy,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, elem_size, is_float_st, lazy,
                              load_i64, ptr_like, resize_like, resize_to, scratch, store_f64,
                              store_i64)
 

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
-from kernels.fast.deferred import njit
-from kernels.fast.generic.gather import _dim
-from kernels.fast.generic.index_io import ALL, E, INDEX, MASK, _copy_all, _index_at, _xfer
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, elem_size, is_contiguous, lazy, offset_of,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.gather import _dim
+from pyruntime.kernels.fast.generic.index_io import ALL, E, INDEX, MASK, _copy_all, _index_at, _xfer
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, elem_size, is_contiguous, lazy, offset_of,
                              ptr_like, resize_like, resize_to, scratch)
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_SS, W_SZ, advance, copy_simplified,
+from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_SS, W_SZ, advance, copy_simplified,
                                       simplify, start)
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (ST_F16, ST_F32, ST_F64, bf16_to_f64, elem_size, f64_to_bf16,
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (ST_F16, ST_F32, ST_F64, bf16_to_f64, elem_size, f64_to_bf16,
                              f64_to_half, half_to_f64, is_float_st, load_f64, load_i64, ptr_like,
                              store_f64, store_i64)
 

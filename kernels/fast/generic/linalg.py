@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext import from_numpy_dtype, to_numpy_dtype
-from kernels.fast import register_fast
-from kernels.fast.blas import matmul_strided
-from kernels.fast.deferred import njit, overload, types
-from kernels.fast.generic.nn_io import SUPPORTED, _cv, _gather, _scal, _scatter, _wrap
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I64,
+from pyruntime.cython_ext import from_numpy_dtype, to_numpy_dtype
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.blas import matmul_strided
+from pyruntime.kernels.fast.deferred import njit, overload, types
+from pyruntime.kernels.fast.generic.nn_io import SUPPORTED, _cv, _gather, _scal, _scatter, _wrap
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I64,
                              cast_like, desc, lazy, ptr_like, resize_to, scratch)
-from kernels.promote import compute_dtype, result_type
+from pyruntime.kernels.promote import compute_dtype, result_type
 
 
 # ---- matrix products ---------------------------------------------------------------

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.generic.index_io import ALL, E, MASK, R_OFF, _move, _next_row, _rows
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_contiguous, is_float_st, lazy, load_f64,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.index_io import ALL, E, MASK, R_OFF, _move, _next_row, _rows
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_contiguous, is_float_st, lazy, load_f64,
                              load_i64, offset_of, ptr_like, resize_to, scratch, store_i64)
 
 

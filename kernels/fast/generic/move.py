@@ -28,14 +28,14 @@ iteration space and the segments.
 from __future__ import annotations
 
 
-from kernels.fast.copy_engine import W_OUT
-from kernels.fast.deferred import njit
-from kernels.fast.generic.move_copy import (NSEG, OP_CAT, OP_COPY_INTO, OP_CPAD, OP_REAL,
+from pyruntime.kernels.fast.copy_engine import W_OUT
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.move_copy import (NSEG, OP_CAT, OP_COPY_INTO, OP_CPAD, OP_REAL,
                                             OP_ROLL_FLAT, OP_SPLIT, OP_SPLITS, OP_STACK, OP_TRIL,
                                             OP_TRIU, OP_UNBIND, SCR, SPECIAL, V_N, V_S, V_T, _fill,
                                             _pieces, _seg)
-from kernels.fast.generic.move_space import _build, _roll_flat, _special, _triangle
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
+from pyruntime.kernels.fast.generic.move_space import _build, _roll_flat, _special, _triangle
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
                              resize_to, scratch)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.copy_engine import W_DS, W_SS, W_SZ, advance, copy_nd, simplify, start
-from kernels.fast.deferred import njit
-from kernels.fast.nb import elem_size, is_float_st, ptr_like
-from kernels.fast.runs import load_run, narrow_c, store_run
+from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, advance, copy_nd, simplify, start
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import elem_size, is_float_st, ptr_like
+from pyruntime.kernels.fast.runs import load_run, narrow_c, store_run
 
 
 SCR = 768

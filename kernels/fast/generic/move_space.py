@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 
-from kernels.fast.copy_engine import W_OUT, expand_view, view_sizes
-from kernels.fast.deferred import njit
-from kernels.fast.generic.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
+from pyruntime.kernels.fast.copy_engine import W_OUT, expand_view, view_sizes
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
                                             OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE, OP_PSHUF,
                                             OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
                                             OP_REPLICATE, OP_ROLL, OP_ROLL_FLAT, OP_SELECT,
                                             OP_SLICE, OP_SQUEEZE, OP_STRIDED, OP_TRIL, OP_TRIU,
                                             OP_UNFOLD, OP_UNSQUEEZE, OP_VIEW, V_N, V_S, V_T, _fill,
                                             _seg, _xfer)
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
                              offset_of)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import njit, overload, types
-from kernels.fast.nb import (OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32, ST_I64,
+from pyruntime.kernels.fast.deferred import njit, overload, types
+from pyruntime.kernels.fast.nb import (OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32, ST_I64,
                              ST_U8, bits_to_f64, cast_like, f32_from_bits, f32_to_half, f64_to_bf16,
                              half_to_f32, offset_of, ptr_like, resize_to, set_strides, store_f64,
                              store_i64)

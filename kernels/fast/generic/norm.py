@@ -7,15 +7,15 @@ import math
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.generic.conv import G_OFF
-from kernels.fast.generic.linalg import _compute
-from kernels.fast.generic.nn_io import FAKE_WORDS, SUPPORTED, _fake, _finish, _gather, _scatter
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.generic.conv import G_OFF
+from pyruntime.kernels.fast.generic.linalg import _compute
+from pyruntime.kernels.fast.generic.nn_io import FAKE_WORDS, SUPPORTED, _fake, _finish, _gather, _scatter
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
                              bits_to_f64, cast_like, desc, lazy, ptr_like, resize_to, scratch,
                              sum_seg)
-from kernels.fast.norm import _bn_typed, _gn_typed, _ln_typed
+from pyruntime.kernels.fast.norm import _bn_typed, _gn_typed, _ln_typed
 
 
 # ---- normalization -----------------------------------------------------------------
@@ -192,7 +192,7 @@ def _bind_norm(ctx, op, x, w, b, rm, rv, outs, eps, momentum=0.0, ints=()):
 
 
 def _bind_bn_inference(ctx, input, weight, bias, running_mean, running_var, eps, outs):
-    from kernels.fast.norm import bind_batch_norm_no_training
+    from pyruntime.kernels.fast.norm import bind_batch_norm_no_training
     r = bind_batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var, 0.0,
                                     eps, *outs)
     if r is not None:

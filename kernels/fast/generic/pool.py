@@ -37,14 +37,14 @@ import math
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.generic.spatial_io import (_is_float, _ld, _ldi, _ldx, _lp, _off, _plane_offsets,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.spatial_io import (_is_float, _ld, _ldi, _ldx, _lp, _off, _plane_offsets,
                                              _planes, _planes_outer, _r, _resize_hw, _stf, _sti,
                                              _stx)
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_I64, desc, is_float_st, lazy,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_I64, desc, is_float_st, lazy,
                              ptr_like, resize_like, scratch)
-from kernels.fast.pool import _out_size, _tap_range
+from pyruntime.kernels.fast.pool import _out_size, _tap_range
 
 
 # ---- pooling ----------------------------------------------------------------------------

@@ -8,10 +8,10 @@ import os
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.generic.index_io import ALL, F64, FLOATS, _move, _round_to
-from kernels.fast.nb import (OK, ST_F16, ST_F32, ST_F64, bits_to_f64, desc, lazy, load_f64,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.index_io import ALL, F64, FLOATS, _move, _round_to
+from pyruntime.kernels.fast.nb import (OK, ST_F16, ST_F32, ST_F64, bits_to_f64, desc, lazy, load_f64,
                              offset_of, ptr_like, resize_like, resize_to, scratch, store_f64,
                              store_i64)
 

@@ -41,18 +41,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from cython_ext.dtypes import to_numpy_dtype
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.generic.reduce_io import (A_F32, A_F64, A_I64, CH, FLOAT_ST, F_MEM, F_NONEMPTY,
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.generic.reduce_io import (A_F32, A_F64, A_I64, CH, FLOAT_ST, F_MEM, F_NONEMPTY,
                                             RED_WORDS, R_ANY, R_ARGMAX, R_ARGMIN, R_MAX, R_MAXDIM,
                                             R_MEAN, R_MIN, R_MINDIM, R_PROD, R_SUM, SUPPORTED, U,
                                             W_KC, W_KN, W_KO, W_KO2, W_KX, W_OSZ, W_RC, W_RN, W_RX,
                                             W_WORDS, _put_i, st_acc)
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, desc, lazy, ptr_like, resize_to,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, desc, lazy, ptr_like, resize_to,
                              scratch)
-from kernels.fast.runs import load_run
-from kernels.promote import category, compute_dtype
+from pyruntime.kernels.fast.runs import load_run
+from pyruntime.kernels.promote import category, compute_dtype
 
 
 # ---- planning: out sizes, kept dims, reduced dims ------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import njit, overload, types
-from kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
+from pyruntime.kernels.fast.deferred import njit, overload, types
+from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
                              ST_I8, ST_U8, load_f64, load_i64, ptr_like, store_f64, store_i64)
 
 

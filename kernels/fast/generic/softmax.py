@@ -7,14 +7,14 @@ import math
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.generic.cumsum import _lines, _next_line
-from kernels.fast.generic.reduce import _is_int, _ok, seg_extreme
-from kernels.fast.generic.reduce_io import FLOAT_ST, U, W_WORDS
-from kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, resize_like,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.generic.cumsum import _lines, _next_line
+from pyruntime.kernels.fast.generic.reduce import _is_int, _ok, seg_extreme
+from pyruntime.kernels.fast.generic.reduce_io import FLOAT_ST, U, W_WORDS
+from pyruntime.kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, resize_like,
                              scratch, sum_seg)
-from kernels.fast.runs import load_run, narrow_wrap, store_run
+from pyruntime.kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
 # ---- softmax / log_softmax ------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast.deferred import njit
-from kernels.fast.nb import (ST_BF16, ST_F16, ST_F32, ST_F64, ST_U8, f32_from_bits, f64_to_bf16,
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.nb import (ST_BF16, ST_F16, ST_F32, ST_F64, ST_U8, f32_from_bits, f64_to_bf16,
                              f64_to_half, half_to_f64, is_contiguous, load_f64, load_i64, offset_of,
                              ptr_like, resize_to, store_f64, store_i64)
 

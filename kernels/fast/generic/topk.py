@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import intrinsic, njit, types
-from kernels.fast.generic.gather import _dim
-from kernels.fast.generic.index_io import ALL, BOOL, E, R_OFF, _move, _next_row
-from kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_float_st, lazy, load_f64, load_i64,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import intrinsic, njit, types
+from pyruntime.kernels.fast.generic.gather import _dim
+from pyruntime.kernels.fast.generic.index_io import ALL, BOOL, E, R_OFF, _move, _next_row
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_float_st, lazy, load_f64, load_i64,
                              resize_to, scratch, store_i64)
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.elementwise import BOOL, float_result
-from kernels.fast.generic.elem_bind import F64, _bind, _fast, _num, _out_ok, _register, _supported
-from kernels.fast.generic.elem_io import (B_GLU, U_ABS, U_ACOS, U_ACOSH, U_ASIN, U_ASINH, U_ATAN,
+from pyruntime.kernels.elementwise import BOOL, float_result
+from pyruntime.kernels.fast.generic.elem_bind import F64, _bind, _fast, _num, _out_ok, _register, _supported
+from pyruntime.kernels.fast.generic.elem_io import (B_GLU, U_ABS, U_ACOS, U_ACOSH, U_ASIN, U_ASINH, U_ATAN,
                                           U_ATANH, U_BNOT, U_BNOT_BOOL, U_CEIL, U_CLAMP, U_COPY,
                                           U_COS, U_COSH, U_ELU, U_ERF, U_EXP, U_EXPM1, U_FLOOR,
                                           U_GELU, U_GELU_TANH, U_ISINF, U_ISNAN, U_LEAKY, U_LNOT,
                                           U_LOG, U_LOG10, U_LOG1P, U_LOG2, U_LOGIT, U_NEG, U_RECIP,
                                           U_RELU, U_ROUND, U_ROUND_DEC, U_RSQRT, U_SIGMOID, U_SIGN,
                                           U_SIN, U_SINH, U_SQRT, U_TAN, U_TANH, U_TRUNC, U_ZERO)
-from kernels.promote import category, compute_dtype, result_type
+from pyruntime.kernels.promote import category, compute_dtype, result_type
 
 
 # ---- unary --------------------------------------------------------------------------------

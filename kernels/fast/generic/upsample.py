@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import njit
-from kernels.fast.generic.spatial_io import (U8, _is_float, _ld, _ldix, _ldx, _r, _resize_hw, _stf,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.generic.spatial_io import (U8, _is_float, _ld, _ldix, _ldx, _r, _resize_hw, _stf,
                                              _stix, _stx)
-from kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32, ST_F64,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32, ST_F64,
                              ST_U8, bits_to_f64, desc, elem_size, lazy, ptr_like, scratch)
 
 

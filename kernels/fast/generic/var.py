@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.fast import register_fast
-from kernels.fast.deferred import carray, njit
-from kernels.fast.generic.reduce import (_inner, _mask, _next_run, _ok, _out_ndim, _plan_kept,
+from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.generic.reduce import (_inner, _mask, _next_run, _ok, _out_ndim, _plan_kept,
                                          _plan_reduced)
-from kernels.fast.generic.reduce_io import (FLOAT_ST, PW_FRAMES, VAR_WORDS, W_KC, W_KN, W_KO, W_KO2,
+from pyruntime.kernels.fast.generic.reduce_io import (FLOAT_ST, PW_FRAMES, VAR_WORDS, W_KC, W_KN, W_KO, W_KO2,
                                             W_KX, W_WORDS, _put_f, ld)
-from kernels.fast.nb import OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, scratch
+from pyruntime.kernels.fast.nb import OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, scratch
 
 
 # ---- var / var_mean: numpy's reduction order -------------------------------------------------
