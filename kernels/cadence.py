@@ -25,6 +25,8 @@ import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.kernels import pool
+from pyruntime.kernels.conv import conv_nd
 from pyruntime.kernels.registry import register
 
 F32 = np.float32
@@ -145,24 +147,17 @@ def quantized_conv2d_nhwc_per_tensor_out(input, weight, bias, stride, padding, d
     if w.ndim != 4 or groups < 1 or x.shape[3] != w.shape[3] * groups or w.shape[0] % groups:
         raise _bad(op, f"input {list(x.shape)}, weight {list(w.shape)} and groups {groups} "
                        "do not fit")
-    (sh, sw), (ph, pw), (dh, dw) = (tuple(int(v) for v in a[-2:]) for a in
-                                    (stride, padding, dilation))
-    xi = np.pad(x.astype(np.int64) - input_zero_point, ((0, 0), (ph, ph), (pw, pw), (0, 0)))
-    wi = w.astype(np.int64) - weight_zero_point
-    oc, kh, kw, cg = wi.shape
-    oh = (xi.shape[1] - dh * (kh - 1) - 1) // sh + 1
-    ow = (xi.shape[2] - dw * (kw - 1) - 1) // sw + 1
-    if oh <= 0 or ow <= 0:
-        raise _bad(op, f"the kernel does not fit the padded input {list(xi.shape)}")
-    acc = np.zeros((x.shape[0], oh, ow, oc), np.int64)
-    og = oc // groups
-    for i in range(kh):
-        for j in range(kw):
-            patch = xi[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                       j * dw:j * dw + (ow - 1) * sw + 1:sw, :]
-            for g in range(groups):
-                acc[..., g * og:(g + 1) * og] += patch[..., g * cg:(g + 1) * cg] @ \
-                    wi[g * og:(g + 1) * og, i, j, :].T
+    stride, padding, dilation = ([int(v) for v in a[-2:]] for a in (stride, padding, dilation))
+    if len(stride + padding + dilation) != 6 or min(stride + dilation) < 1 or min(padding) < 0:
+        raise _bad(op, f"stride {stride}, padding {padding}, dilation {dilation}: two values "
+                       "each, stride and dilation positive, padding not negative")
+    xi = np.transpose(x.astype(np.int64) - input_zero_point, (0, 3, 1, 2))
+    wi = np.transpose(w.astype(np.int64) - weight_zero_point, (0, 3, 1, 2))
+    if any(x.shape[1 + i] + 2 * padding[i] < dilation[i] * (wi.shape[2 + i] - 1) + 1
+           for i in range(2)):
+        raise _bad(op, f"the kernel does not fit the padded input {list(x.shape)}")
+    # integer operands: conv_nd's products and sums are exact
+    acc = np.transpose(conv_nd(xi, wi, stride, padding, dilation, groups), (0, 2, 3, 1))
     if bias is not None:
         acc = acc + _np(bias).astype(np.int64)
     y = acc.astype(F32) * F32(bias_scale)
@@ -211,46 +206,17 @@ def quantized_layer_norm_per_tensor_out(X, X_scale, X_zero_point, normalized_sha
     out.write(requantize(y, output_scale, output_zero_point, *_limits(x.dtype), x.dtype))
 
 
-def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
-    span = d * (k - 1) + 1
-    out = (n + 2 * p - span + ((s - 1) if ceil else 0)) // s + 1
-    if ceil and (out - 1) * s >= n + p:  # the last window must start inside the input
-        out -= 1
-    return out
-
-
 @register("cadence::quantized_max_pool2d_nhwc.out")
 def quantized_max_pool2d_nhwc_out(input, kernel_size, stride, padding, dilation, ceil_mode, out):
-    """Max pooling on the integers (order-preserving: no requantization), NHWC; padding
-    never wins (it is the dtype's minimum)."""
-    op = "quantized_max_pool2d_nhwc.out"
+    """Max pooling on the integers (order-preserving: no requantization), NHWC, with ATen's
+    parameters and window rules (kernels/pool.py); padding never wins (the dtype's minimum)."""
+    op = "cadence::quantized_max_pool2d_nhwc.out"
     x = _np(input)
     if x.ndim != 4:
-        raise _bad(op, f"input must be [N, H, W, C], got {list(x.shape)}")
-
-    def pair(v, name, default=None):
-        v = list(v) or ([] if default is None else [default])
-        if len(v) == 1:
-            v = v * 2
-        if len(v) != 2 or min(v) < (0 if name == "padding" else 1):
-            raise _bad(op, f"{name} {v}")
-        return v
-
-    (kh, kw), (ph, pw) = pair(kernel_size, "kernel_size"), pair(padding, "padding", 0)
-    (sh, sw) = pair(stride, "stride", None) if list(stride) else (kh, kw)
-    (dh, dw) = pair(dilation, "dilation", 1)
-    oh = _pool_size(x.shape[1], kh, sh, ph, dh, bool(ceil_mode))
-    ow = _pool_size(x.shape[2], kw, sw, pw, dw, bool(ceil_mode))
-    if oh <= 0 or ow <= 0:
-        raise _bad(op, f"the window does not fit the input {list(x.shape)}")
-    lo = np.iinfo(x.dtype).min
-    need_h = (oh - 1) * sh + dh * (kh - 1) + 1
-    need_w = (ow - 1) * sw + dw * (kw - 1) + 1
-    xp = np.pad(x, ((0, 0), (ph, max(0, need_h - x.shape[1] - ph)),
-                    (pw, max(0, need_w - x.shape[2] - pw)), (0, 0)), constant_values=lo)
-    y = np.full((x.shape[0], oh, ow, x.shape[3]), lo, x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            np.maximum(y, xp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                             j * dw:j * dw + (ow - 1) * sw + 1:sw, :], out=y)
-    out.write(y)
+        raise _bad("quantized_max_pool2d_nhwc.out", f"input must be [N, H, W, C], got "
+                                                     f"{list(x.shape)}")
+    nchw = np.transpose(x, (0, 3, 1, 2))
+    k, s, p, d, osz = pool._params(op, ETensor.from_array(nchw), kernel_size, stride, padding,
+                                   dilation, ceil_mode)
+    win = pool._windows(nchw, k, s, p, d, osz, np.iinfo(x.dtype).min)
+    out.write(np.transpose(win.max(axis=(-2, -1)), (0, 2, 3, 1)))

@@ -14,6 +14,7 @@ from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.delegates.numpy_math import sdpa, softmax
+from pyruntime.kernels.conv import conv_nd, conv_transpose_nd
 from pyruntime.kernels.registry import get_kernel
 
 
@@ -79,55 +80,27 @@ def _addmm(n, c):
 
 
 def _conv(x, w, stride, padding, dilation, groups):
-    """MLX's conv: x [N, *spatial, C_in], w [C_out, *K, C_in / groups] -> [N, *out, C_out]."""
+    """MLX's conv: x [N, *spatial, C_in], w [C_out, *K, C_in / groups] -> [N, *out, C_out],
+    on the portable reference convolution (kernels/conv.py) in channels-first layout."""
     nd = x.ndim - 2
-    pad = [(0, 0)] + [(p, p) for p in padding] + [(0, 0)]
     _sized([x.shape[0], x.shape[-1]] + [x.shape[1 + i] + 2 * padding[i] for i in range(nd)])
-    xp = np.pad(x, pad)
-    k = w.shape[1:1 + nd]
-    span = [(k[i] - 1) * dilation[i] + 1 for i in range(nd)]
-    win = np.lib.stride_tricks.sliding_window_view(xp, span, axis=tuple(range(1, 1 + nd)))
-    # win: [N, *pos, C_in, *span]; keep the dilated taps and the strided positions
-    sl = (slice(None),) + tuple(slice(None, None, s) for s in stride) + (slice(None),) + \
-        tuple(slice(None, None, d) for d in dilation)
-    win = win[sl]
-    cin_g, cout = w.shape[-1], w.shape[0]
-    cout_g = cout // groups
-    outs = []
-    for g in range(groups):
-        xg = win[..., g * cin_g:(g + 1) * cin_g, *([slice(None)] * nd)]
-        wg = w[g * cout_g:(g + 1) * cout_g]  # [cout_g, *K, cin_g]
-        wg = np.moveaxis(wg, -1, 1)  # [cout_g, cin_g, *K]
-        axes_x = list(range(1 + nd, 2 + 2 * nd))
-        outs.append(np.tensordot(xg, wg, axes=(axes_x, list(range(1, 2 + nd)))))
-    return np.concatenate(outs, axis=-1).astype(x.dtype, copy=False)
+    y = conv_nd(np.moveaxis(x, -1, 1), np.moveaxis(w, -1, 1), stride, padding, dilation, groups)
+    return np.moveaxis(y, 1, -1).astype(x.dtype, copy=False)
 
 
 def _conv_transpose(x, w, stride, padding, dilation, output_padding, groups):
-    """MLX's transposed conv: x [N, *spatial, C_in], w [C_out, *K, C_in / groups]; each tap
-    scatters into the full output, which is then cropped by the padding."""
-    import itertools
-
+    """MLX's transposed conv: x [N, *spatial, C_in], w [C_out, *K, C_in / groups], on the
+    portable reference (kernels/conv.py), whose weights are [C_in, C_out / groups, *K]."""
     nd = x.ndim - 2
     k = w.shape[1:1 + nd]
     cin_g, cout = w.shape[-1], w.shape[0]
-    cout_g = cout // groups
-    size = [(x.shape[1 + i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i]
-            for i in range(nd)]
-    _sized([x.shape[0], cout, *size])
-    full = np.zeros((x.shape[0], *size, cout), np.float64 if x.dtype == np.float64
-                    else np.float32)
-    for g in range(groups):
-        xg = x[..., g * cin_g:(g + 1) * cin_g]
-        for tap in itertools.product(*[range(kk) for kk in k]):
-            wt = w[(slice(g * cout_g, (g + 1) * cout_g),) + tap]  # [cout_g, cin_g]
-            contrib = np.tensordot(xg, wt, axes=([-1], [1]))  # [N, *spatial, cout_g]
-            sl = tuple(slice(tap[i] * dilation[i],
-                             tap[i] * dilation[i] + (x.shape[1 + i] - 1) * stride[i] + 1,
-                             stride[i]) for i in range(nd))
-            full[(slice(None),) + sl + (slice(g * cout_g, (g + 1) * cout_g),)] += contrib
-    crop = tuple(slice(padding[i], size[i] - padding[i]) for i in range(nd))
-    return full[(slice(None),) + crop + (slice(None),)].astype(x.dtype)
+    _sized([x.shape[0], cout] + [(x.shape[1 + i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1
+                                 + output_padding[i] for i in range(nd)])
+    wg = w.reshape((groups, cout // groups) + tuple(k) + (cin_g,))
+    wt = np.moveaxis(wg, -1, 1).reshape((groups * cin_g, cout // groups) + tuple(k))
+    y = conv_transpose_nd(np.moveaxis(x, -1, 1), wt, stride, padding, dilation, output_padding,
+                          groups)
+    return np.moveaxis(y, 1, -1).astype(x.dtype, copy=False)
 
 
 def _conv_transpose2d(n, c):
