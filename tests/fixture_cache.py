@@ -75,3 +75,31 @@ def lock(stem: str):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def write_calls(npz_path: Path, json_path: Path, calls: list, expected: list) -> None:
+    """Save input lists and their expected output lists (``c{i}_in{j}``, ``c{i}_out{j}``
+    in the .npz, the counts in the .json); ``read_calls`` gives them back."""
+    import io
+
+    import numpy as np
+
+    arrays = {f"c{i}_in{j}": a for i, c in enumerate(calls) for j, a in enumerate(c)}
+    arrays.update({f"c{i}_out{j}": o for i, outs in enumerate(expected)
+                   for j, o in enumerate(outs)})
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(npz_path, buf.getvalue())
+    write_atomic(json_path, json.dumps({"calls": [[len(c), len(o)] for c, o in
+                                                  zip(calls, expected)]}).encode())
+
+
+def read_calls(npz_path: Path, json_path: Path) -> tuple[list, list]:
+    """(calls, expected) as ``write_calls`` saved them."""
+    import numpy as np
+
+    counts = json.loads(Path(json_path).read_text())["calls"]
+    with np.load(npz_path) as z:
+        return ([[z[f"c{i}_in{j}"] for j in range(n_in)] for i, (n_in, _) in enumerate(counts)],
+                [[z[f"c{i}_out{j}"] for j in range(n_out)]
+                 for i, (_, n_out) in enumerate(counts)])

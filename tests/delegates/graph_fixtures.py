@@ -24,15 +24,11 @@ call carries into the next).
 from __future__ import annotations
 
 import importlib.metadata
-import io
-import json
 import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
-
-import numpy as np
 
 from tests import fixture_cache
 from tests.delegates.vulkan_fixtures import _batch_dim, _randn, _vit, _zoo, _zoo2
@@ -256,17 +252,10 @@ def _build(name: str, backend: str) -> None:
     pte, ptd = export(name, backend)
     calls = spec.calls()
     expected = _eager(spec, calls)
-    arrays = {f"c{i}_in{j}": a for i, c in enumerate(calls) for j, a in enumerate(c)}
-    arrays.update({f"c{i}_out{j}": o for i, outs in enumerate(expected)
-                   for j, o in enumerate(outs)})
-    npz = io.BytesIO()
-    np.savez(npz, **arrays)
     _write(p["pte"], pte)
     if ptd is not None:
         _write(p["ptd"], ptd)
-    _write(p["npz"], npz.getvalue())
-    _write(p["json"], json.dumps({"calls": [[len(c), len(o)] for c, o in
-                                            zip(calls, expected)]}).encode())
+    fixture_cache.write_calls(p["npz"], p["json"], calls, expected)
     fixture_cache.write_key(p["key"], _key(name, backend),
                             {e: p[e] for e in _data_exts(name, backend)})
 
@@ -284,12 +273,7 @@ def get_fixture(name: str, backend: str = "native") -> Fixture:
                 if not _valid(name, backend):
                     _build(name, backend)
         p = _paths(name, backend)
-        meta = json.loads(p["json"].read_text())
-        with np.load(p["npz"]) as z:
-            calls = [[z[f"c{i}_in{j}"] for j in range(n_in)]
-                     for i, (n_in, _) in enumerate(meta["calls"])]
-            expected = [[z[f"c{i}_out{j}"] for j in range(n_out)]
-                        for i, (_, n_out) in enumerate(meta["calls"])]
+        calls, expected = fixture_cache.read_calls(p["npz"], p["json"])
         _MEMO[key] = Fixture(name, p["pte"], p.get("ptd"), calls, expected)
     fx = _MEMO[key]
     return replace(fx, calls=[[a.copy() for a in c] for c in fx.calls])

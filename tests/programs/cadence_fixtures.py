@@ -19,8 +19,6 @@ only (a test-environment step; the package never imports Cadence's code).
 from __future__ import annotations
 
 import importlib.metadata
-import io
-import json
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -198,15 +196,8 @@ def _build(name: str) -> None:
                                          quantizer)
     with tempfile.TemporaryDirectory() as d:
         pte = _lower_ep_to_cadence_gen_etrecord(ep, output_dir=d).buffer
-    arrays = {f"c{i}_in{j}": a for i, c in enumerate(calls) for j, a in enumerate(c)}
-    arrays.update({f"c{i}_out{j}": o for i, outs in enumerate(expected)
-                   for j, o in enumerate(outs)})
-    npz = io.BytesIO()
-    np.savez(npz, **arrays)
     _write(p["pte"], pte)
-    _write(p["npz"], npz.getvalue())
-    _write(p["json"], json.dumps({"calls": [[len(c), len(o)] for c, o in
-                                            zip(calls, expected)]}).encode())
+    fixture_cache.write_calls(p["npz"], p["json"], calls, expected)
     fixture_cache.write_key(p["key"], _key(name), {e: p[e] for e in _data_exts(name)})
 
 
@@ -220,12 +211,7 @@ def get_fixture(name: str) -> Fixture:
                 if not _valid(name):
                     _build(name)
         p = _paths(name)
-        meta = json.loads(p["json"].read_text())
-        with np.load(p["npz"]) as z:
-            calls = [[z[f"c{i}_in{j}"] for j in range(n_in)]
-                     for i, (n_in, _) in enumerate(meta["calls"])]
-            expected = [[z[f"c{i}_out{j}"] for j in range(n_out)]
-                        for i, (_, n_out) in enumerate(meta["calls"])]
+        calls, expected = fixture_cache.read_calls(p["npz"], p["json"])
         _MEMO[name] = Fixture(name, p["pte"], calls, expected)
     fx = _MEMO[name]
     return replace(fx, calls=[[a.copy() for a in c] for c in fx.calls])
