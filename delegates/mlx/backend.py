@@ -193,8 +193,10 @@ class MLXBackend(BackendInterface):
                     raise payload_error(f"{what} {ns.name!r} {list(shape)} {dtype} needs {need} "
                                         f"bytes, named data has {len(data)}")
                 a = np.frombuffer(data, dtype, int(np.prod(shape, dtype=np.int64))).reshape(shape)
-                (constants if s.idx < counts[0] else state)[s.idx] = \
-                    a if s.idx < counts[0] else a.copy()
+                if what == "constant":
+                    constants[s.idx] = a  # read-only, over the named data
+                else:
+                    state[s.idx] = a.copy()  # a buffer the graph writes
         missing = [t for t in range(counts[0]) if t not in constants]
         if missing:
             raise payload_error(f"constant tensors {missing[:8]} have no named slot")

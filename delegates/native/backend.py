@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import Dynamism, ETensor
 from pyruntime.delegates.interface import BackendInterface, payload_bytes
@@ -66,7 +67,7 @@ class NativeHandle:
         for g in graphs:
             for spec in g.tensors.values():
                 total += int(np.prod(spec.sizes, dtype=np.float64)) * \
-                    ETensor(spec.scalar_type, ()).dtype.itemsize
+                    to_numpy_dtype(spec.scalar_type).itemsize
         if total > limit:
             raise ExecuTorchError(ErrorCode.MemoryAllocationFailed,
                                   f"{BACKEND}: the graph's tensors need {total} bytes, over the "

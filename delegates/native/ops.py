@@ -57,10 +57,12 @@ class KernelOp:
 
 @dataclass(frozen=True)
 class LocalOp:
-    """An op written here: ``fn(values...) -> array or list``; tensors arrive as numpy."""
+    """An op written here: ``fn(values...) -> array or list``; tensors arrive as numpy.
+    A node may leave out the ``optional`` params (they arrive as None)."""
     name: str
     fn: object
     params: tuple
+    optional: tuple = ()
 
     def order(self, names, args):
         pos = {n: i for i, n in enumerate(names)}
@@ -97,7 +99,7 @@ def resolve(target: str, names, args, outs, tensors, where: str):
         return CondOp()
     if target in LOCAL:
         op = LOCAL[target]
-        missing = [p for p in op.params if p not in names and p not in _OPTIONAL.get(target, ())]
+        missing = [p for p in op.params if p not in names and p not in op.optional]
         if missing:
             raise _unsupported(where, f"{target}: arguments {missing} are missing")
         return op
@@ -174,7 +176,6 @@ LOCAL = {
     "torch.ops.aten.matmul.default": LocalOp("matmul", _matmul, ("self", "other")),
     "torch.ops.aten.scaled_dot_product_attention.default": LocalOp(
         "scaled_dot_product_attention", sdpa,
-        ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")),
+        ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"),
+        optional=("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")),
 }
-_OPTIONAL = {"torch.ops.aten.scaled_dot_product_attention.default":
-             ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")}

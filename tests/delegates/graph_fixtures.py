@@ -166,10 +166,15 @@ def _mlx_generated() -> None:
 
     root = Path(list(importlib.util.find_spec("executorch").submodule_search_locations)[0])
     ser = root / "backends" / "mlx" / "serialization"
-    if (ser / "mlx_graph_schema.py").exists() and (ser / "_generated" / "__init__.py").exists():
+
+    def done() -> bool:  # written last below: the package init, after the schema modules
+        return (ser / "mlx_graph_schema.py").exists() and \
+            (ser / "_generated" / "__init__.py").exists()
+
+    if done():
         return
     with fixture_cache.lock("mlx_generated"):
-        if (ser / "_generated" / "__init__.py").exists():
+        if done():
             return
         spec = importlib.util.spec_from_file_location("_mlx_generate", ser / "generate.py")
         gen = importlib.util.module_from_spec(spec)
