@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -275,6 +276,28 @@ def test_latency_json_keys_and_sanity():
     obj = json.loads(p.stdout.strip().splitlines()[-1])
     assert obj["runs"] > 100 and obj["jitter_us"] is None and obj["missed"] is None
     assert "executorch" not in obj
+
+
+def test_latency_bench_writes_its_benchmarks_section(tmp_path):
+    """examples/bench_latency.py (the BENCHMARKS.md "Latency" table): one row per program and
+    load, both runtimes measured, and --update replaces its section in place."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    try:
+        import bench_latency
+    finally:
+        sys.path.pop(0)
+    doc = tmp_path / "B.md"
+    doc.write_text("# B\n\n" + bench_latency.BEGIN + "\nold\n" + bench_latency.END + "\n\ntail\n")
+    args = ["--seconds", "0.5", "--loads", "0", "--only", "mlp,xnnpack:mlp", "--update", str(doc)]
+    assert bench_latency.main(args) == 0
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("# B") and text.endswith("tail\n")
+    rows = [r for r in text.splitlines() if r.startswith("| mlp |") or r.startswith("| xnnpack:mlp |")]
+    assert len(rows) == 2
+    for r in rows:
+        cells = [c.strip() for c in r.strip("|").split("|")]
+        assert cells[2] == "idle" and all(c.endswith((" us", " ms")) for c in cells[3:9])
+        assert float(cells[9]) > 0
 
 
 def test_realtime_runner_gives_executorchs_outputs_from_any_buffer():
