@@ -27,7 +27,8 @@ _WHERE = {
     "TEMPLATES": "chat", "LLMMetadata": "contract", "read_metadata": "contract",
     "LLMError": "errors", "NotAnLLMError": "errors", "TokenizerError": "errors",
     "TokenizerMismatchError": "errors", "PromptTooLongError": "errors",
-    "ContextFullWarning": "errors",
+    "ContextFullWarning": "errors", "MediaError": "errors",
+    "MultimodalGenerator": "multimodal", "Image": "media", "Audio": "media",
 }
 __all__ = list(_WHERE)
 

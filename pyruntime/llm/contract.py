@@ -75,6 +75,23 @@ def _scalar(values, name, where):
     return int(v) if not isinstance(v, bool) else v
 
 
+def read_constants(program, where: str) -> tuple[dict, dict, list]:
+    """The program's constant methods (no inputs, no instructions): (every one by name,
+    the known scalars with ExecuTorch's runner defaults, the EOS ids flattened)."""
+    consts = {}
+    for n in program.method_names:
+        meta = program.metadata(n)
+        if meta.instruction_count == 0 and meta.num_inputs() == 0:
+            consts[n] = _constant(program, n, where)
+    vals = dict(_DEFAULTS)
+    for n in ("get_max_seq_len", "get_max_context_len", "get_vocab_size", "get_bos_id",
+              "get_n_layers", "use_kv_cache", "use_sdpa_with_kv_cache", "enable_dynamic_shape"):
+        if n in consts:
+            vals[n] = _scalar(consts[n], n, where)
+    eos = consts.get("get_eos_ids", [])
+    return consts, vals, [x for v in eos for x in (v if isinstance(v, list) else [v])]
+
+
 def read_metadata(program, where: str, method: str = "forward") -> LLMMetadata:
     """Read and check the LLM contract of ``program``; ``where`` names it in errors."""
     names = program.method_names
@@ -86,16 +103,7 @@ def read_metadata(program, where: str, method: str = "forward") -> LLMMetadata:
     if "get_max_seq_len" not in names:
         raise NotAnLLMError(f"{where} is not an ExecuTorch LLM program: it has no "
                             f"'get_max_seq_len' method (methods: {', '.join(names)}); {expected}")
-    consts = {n: _constant(program, n, where) for n in names
-              if n != method and program.metadata(n).instruction_count == 0
-              and program.metadata(n).num_inputs() == 0}
-    vals = dict(_DEFAULTS)
-    for n in ("get_max_seq_len", "get_max_context_len", "get_vocab_size", "get_bos_id",
-              "get_n_layers", "use_kv_cache", "use_sdpa_with_kv_cache", "enable_dynamic_shape"):
-        if n in consts:
-            vals[n] = _scalar(consts[n], n, where)
-    eos = consts.get("get_eos_ids", [])
-    eos = [x for v in eos for x in (v if isinstance(v, list) else [v])]
+    consts, vals, eos = read_constants(program, where)
     max_seq = int(vals["get_max_seq_len"])
     max_ctx = int(vals.get("get_max_context_len", max_seq))
 

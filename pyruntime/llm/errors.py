@@ -28,3 +28,8 @@ class PromptTooLongError(LLMError):
 
 class ContextFullWarning(UserWarning):
     """Generation was clamped to the context: fewer tokens than asked for will be made."""
+
+
+class MediaError(LLMError):
+    """A media file or array (image, audio, wav) cannot be read or does not fit the method
+    that takes it."""

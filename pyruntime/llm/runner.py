@@ -147,18 +147,8 @@ class TextGenerator:
                            f"{self.tokenizer.path})")
         if not self.metadata.use_kv_cache:
             self.pos = 0  # no cache to continue from: every call starts over
-        budget, limit = self._budget(len(ids), max_new_tokens)
-        sampler = Sampler(self.tokenizer.vocab_size, temperature, top_p, seed)
-        if logits_processor is not None:
-            sampler = _Processed(sampler, logits_processor)
-        self.stats = GenerationStats(load_s=self.load_s, prompt_tokens=len(ids),
-                                     tokenize_s=t1 - t0)
-        if max_new_tokens is not None and budget < max_new_tokens:
-            self.stats.clamped_to = budget
-            warnings.warn(ContextFullWarning(
-                f"{self.path}: {max_new_tokens} new tokens asked for, but only {budget} fit in "
-                f"the context of {limit} positions after "
-                f"{self.pos + len(ids)} in use: generating {budget}"), stacklevel=2)
+        budget, sampler = self._begin(len(ids), max_new_tokens, temperature, top_p, seed,
+                                      logits_processor, t1 - t0)
         return self._run(ids, budget, sampler, prompt if echo else None,
                          ignore_eos, t0)
 
@@ -184,6 +174,24 @@ class TextGenerator:
         self.stats = GenerationStats(load_s=self.load_s)
 
     # ---- the loop -------------------------------------------------------------------
+    def _begin(self, n_prompt, max_new_tokens, temperature, top_p, seed, logits_processor,
+               tokenize_s):
+        """Check the prompt's ``n_prompt`` positions fit; (token budget, sampler), with the
+        call's stats started and a ``ContextFullWarning`` if the budget was clamped."""
+        budget, limit = self._budget(n_prompt, max_new_tokens)
+        sampler = Sampler(self.tokenizer.vocab_size, temperature, top_p, seed)
+        if logits_processor is not None:
+            sampler = _Processed(sampler, logits_processor)
+        self.stats = GenerationStats(load_s=self.load_s, prompt_tokens=n_prompt,
+                                     tokenize_s=tokenize_s)
+        if max_new_tokens is not None and budget < max_new_tokens:
+            self.stats.clamped_to = budget
+            warnings.warn(ContextFullWarning(
+                f"{self.path}: {max_new_tokens} new tokens asked for, but only {budget} fit in "
+                f"the context of {limit} positions after "
+                f"{self.pos + n_prompt} in use: generating {budget}"), stacklevel=3)
+        return budget, sampler
+
     def _budget(self, n_prompt: int, max_new_tokens) -> int:
         m = self.metadata
         limit = m.max_context_len if m.use_kv_cache else min(m.max_context_len,
