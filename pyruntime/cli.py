@@ -8,6 +8,7 @@
     pyruntime run model.pte --inputs in.npz --etdump run.etdp --debug-buffer run.bin
     pyruntime verify model.bpte | diff ... | trace ...   # see pyruntime.devtools.commands
     pyruntime generate model.pte --tokenizer tokenizer.json --prompt TEXT   # see pyruntime.llm
+    pyruntime transcribe whisper.pte --tokenizer DIR --audio a.wav --preprocessor pre.pte
 """
 from __future__ import annotations
 
@@ -241,6 +242,8 @@ def main(argv=None) -> int:
     latency.add_parser(sub)
     from pyruntime.llm import cli as llm_cli  # `generate`: text from an LLM program
     llm_cli.add_parser(sub)
+    from pyruntime.llm import speech_cli  # `transcribe`: text from a speech program
+    speech_cli.add_parser(sub)
     from pyruntime import warmup  # `warmup`: compile fast-tier kernels ahead of use
     warmup.add_parser(sub)
     args = ap.parse_args(argv)
@@ -262,6 +265,8 @@ def main(argv=None) -> int:
             return latency.cli(args)
         elif args.cmd == "generate":
             return llm_cli.cli(args)
+        elif args.cmd == "transcribe":
+            return speech_cli.cli(args)
         elif args.cmd == "warmup":
             return warmup.cli(args)
         elif args.cmd == "bench":

@@ -42,6 +42,8 @@ PARTS = {
                        "pip install -e '.[test]'"),
     "tokenizers": Part("the tokenizer libraries (the [llm] extra)", "pip install -e '.[test]'"),
     "ray": Part("Ray Data (the [ray] extra)", "pip install -e '.[test]'"),
+    "transformers": Part("transformers (the Whisper fixture and its oracle, built in a child)",
+                         "pip install -e '.[test]'"),
     "scipy": Part("scipy (pocketfft, the FFT ExecuTorch uses)", "pip install -e '.[test]'"),
     "blas": Part("the OpenBLAS numpy's wheel bundles", "pip install numpy (a manylinux wheel)"),
     "cc": Part("a C compiler (the QNN test shim)", "apt-get install gcc"),

@@ -29,6 +29,7 @@ _WHERE = {
     "TokenizerMismatchError": "errors", "PromptTooLongError": "errors",
     "ContextFullWarning": "errors", "MediaError": "errors",
     "MultimodalGenerator": "multimodal", "Image": "media", "Audio": "media",
+    "Transcriber": "speech", "TranscriptionStats": "speech",
 }
 __all__ = list(_WHERE)
 

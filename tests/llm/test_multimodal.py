@@ -148,7 +148,7 @@ def test_parts_from_prompt():
 
 
 def test_a_picture_file_is_converted_to_the_encoders_input(tmp_path):
-    pil = pytest.importorskip("PIL.Image")
+    from PIL import Image as pil
     fx, gen = generator("llava", "portable")
     info = gen.encoder_input(Image)
     img = np.load(fx.media["image0"])
