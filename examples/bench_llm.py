@@ -147,11 +147,12 @@ def table(rows, args, load) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update(path: Path, text: str) -> None:
+def update(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the section between the begin/end markers of ``path`` (or append one)."""
     body = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{text}{END}"
-    if BEGIN in body:
-        body = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, body,
+    block = f"{begin}\n{text}{end}"
+    if begin in body:
+        body = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, body,
                       flags=re.S)
     else:
         body = body.rstrip("\n") + "\n\n" + block + "\n"

@@ -15,7 +15,9 @@ embeddings); both with ``token_embedding`` (dynamic ``[1, T]``) and ``text_decod
 ExecuTorch's runner reads. Random weights, the ``ascii`` vocabulary of
 ``tests.llm.fixtures``; exported as ``export_llava.py`` does (one program, three
 methods, ``alloc_graph_input=False``). Variants: ``portable``; ``xnnpack`` (every method
-through ``XnnpackPartitioner``).
+through ``XnnpackPartitioner``). Sizes: ``tiny`` (the tests: those shapes, dim 64, 2
+layers, context 96) and ``bench`` (dim 256, 4 layers, context 256, the 2048-token
+vocabulary, 64 embeddings per ``[3, 64, 64]`` image or ``[1, 128, 128]`` features).
 
 Cases (``parts``: text strings and ``{"image": name}`` / ``{"audio": name}`` naming a file
 of ``media``) are run by ``MultimodalRunner.generate`` with ``temperature=0`` in the
@@ -38,12 +40,27 @@ FORMAT_VERSION = "1"
 _REPO = Path(__file__).resolve().parents[2]
 KINDS = ("llava", "voxtral")
 VARIANTS = ("portable", "xnnpack")
-DIM, LAYERS, VOCAB, CONTEXT, MAX_SEQ = 64, 2, 320, 96, 32
 NEW_TOKENS = 20
-BOS_ID, EOS_ID = 0, 1  # the ascii tokenizer's <|begin_of_text|>, <|end_of_text|>
-IMAGE_SHAPE = (3, 32, 32)  # vision_encoder's input, uint8 CHW (as make_image_input gives it)
-AUDIO_SHAPE = (1, 128, 32)  # audio_encoder's input, float log-mel [batch, bins, frames]
-MEDIA_TOKENS = 16
+BOS_ID, EOS_ID = 0, 1  # the tokenizers' <|begin_of_text|>, <|end_of_text|>
+
+
+@dataclass(frozen=True)
+class Size:
+    dim: int
+    layers: int
+    heads: int
+    vocab: int
+    context: int
+    max_seq: int
+    tokenizer: str  # a kind of tests.llm.fixtures.tokenizer_path
+    image: tuple  # vision_encoder's input, uint8 CHW (as make_image_input gives it)
+    audio: tuple  # audio_encoder's input, float log-mel [batch, bins, frames]
+
+
+# "tiny": the tests' (16 embeddings per image or audio); "bench": examples/bench_multimodal.py
+SIZES = {"tiny": Size(64, 2, 4, 320, 96, 32, "ascii", (3, 32, 32), (1, 128, 32)),
+         "bench": Size(256, 4, 8, 2048, 256, 128, "bench", (3, 64, 64), (1, 128, 128))}
+IMAGE_SHAPE, AUDIO_SHAPE = SIZES["tiny"].image, SIZES["tiny"].audio
 
 CASES = {
     "llava": [["A photo of", {"image": "image0"}, "Then we look up at the day"],
@@ -64,6 +81,7 @@ class MultimodalCase:
 class MultimodalFixture:
     kind: str
     variant: str
+    size: str
     pte: Path
     tokenizer: Path
     media: dict  # name -> .npy path
@@ -86,18 +104,24 @@ class MultimodalFixture:
         return out
 
 
-def _folder(kind, variant) -> Path:
-    return cache_dir() / f"multimodal-{kind}-{variant}"
+def _name(kind, variant, size) -> str:
+    return f"{kind}-{variant}" + ("" if size == "tiny" else f"-{size}")
 
 
-def _spec(kind, variant) -> dict:
+def _folder(kind, variant, size) -> Path:
+    return cache_dir() / f"multimodal-{_name(kind, variant, size)}"
+
+
+def _spec(kind, variant, size) -> dict:
+    import dataclasses
     import importlib.metadata
 
-    return {"format": FORMAT_VERSION, "kind": kind, "variant": variant, "dim": DIM,
-            "layers": LAYERS, "vocab": VOCAB, "context": CONTEXT, "max_seq": MAX_SEQ,
-            "cases": CASES[kind], "new_tokens": NEW_TOKENS,
+    spec = {"format": FORMAT_VERSION, "kind": kind, "variant": variant,
+            "size": dataclasses.asdict(SIZES[size]), "cases": CASES[kind],
+            "new_tokens": NEW_TOKENS,
             "torch": importlib.metadata.version("torch"),
             "executorch": importlib.metadata.version("executorch")}
+    return json.loads(json.dumps(spec))  # as key.json reads back (tuples as lists)
 
 
 def _media_names(kind) -> list:
@@ -105,37 +129,41 @@ def _media_names(kind) -> list:
                    for k in p})
 
 
-def _files(kind, variant) -> dict:
-    d = _folder(kind, variant)
+def _files(kind, variant, size) -> dict:
+    d = _folder(kind, variant, size)
     return {"model.pte": d / "model.pte", "reference.json": d / "reference.json",
             **{f"{m}.npy": d / f"{m}.npy" for m in _media_names(kind)}}
 
 
-def _valid(kind, variant) -> bool:
+def _valid(kind, variant, size) -> bool:
     try:
-        key = json.loads((_folder(kind, variant) / "key.json").read_text())
-        return key.get("spec") == _spec(kind, variant) and all(
-            key["files"][n] == _sha256(p) for n, p in _files(kind, variant).items())
+        key = json.loads((_folder(kind, variant, size) / "key.json").read_text())
+        return key.get("spec") == _spec(kind, variant, size) and all(
+            key["files"][n] == _sha256(p) for n, p in _files(kind, variant, size).items())
     except (OSError, ValueError, KeyError):
         return False
 
 
-def _load(kind, variant) -> MultimodalFixture:
-    d = _folder(kind, variant)
+def _load(kind, variant, size) -> MultimodalFixture:
+    d = _folder(kind, variant, size)
     ref = json.loads((d / "reference.json").read_text())
     cases = [MultimodalCase(parts, pieces) for parts, pieces in zip(CASES[kind], ref["pieces"])]
-    return MultimodalFixture(kind, variant, d / "model.pte", tokenizer_path("ascii"),
+    return MultimodalFixture(kind, variant, size, d / "model.pte",
+                             tokenizer_path(SIZES[size].tokenizer),
                              {m: d / f"{m}.npy" for m in _media_names(kind)}, cases)
 
 
-def get_multimodal(kind: str, variant: str = "portable") -> MultimodalFixture:
-    """Fixture (kind, variant), exporting every missing one in one child process."""
-    if kind not in KINDS or variant not in VARIANTS:
-        raise KeyError(f"unknown multimodal fixture {kind!r}/{variant!r}: kinds "
-                       f"{', '.join(KINDS)}, variants {', '.join(VARIANTS)}")
-    if not _valid(kind, variant):
-        missing = [f"{k}-{v}" for k in KINDS for v in VARIANTS if not _valid(k, v)]
-        tokenizer_path("ascii")
+def get_multimodal(kind: str, variant: str = "portable", size: str = "tiny"
+                   ) -> MultimodalFixture:
+    """Fixture (kind, variant, size), exporting every missing one of that size in one
+    child process."""
+    if kind not in KINDS or variant not in VARIANTS or size not in SIZES:
+        raise KeyError(f"unknown multimodal fixture {kind!r}/{variant!r}/{size!r}: kinds "
+                       f"{', '.join(KINDS)}, variants {', '.join(VARIANTS)}, sizes "
+                       f"{', '.join(SIZES)}")
+    if not _valid(kind, variant, size):
+        missing = [_name(k, v, size) for k in KINDS for v in VARIANTS if not _valid(k, v, size)]
+        tokenizer_path(SIZES[size].tokenizer)
         env = dict(os.environ,
                    PYTHONPATH=str(_REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         r = subprocess.run([sys.executable, "-m", "tests.llm.multimodal_fixtures", "--build",
@@ -143,13 +171,13 @@ def get_multimodal(kind: str, variant: str = "portable") -> MultimodalFixture:
         if r.returncode != 0:
             raise RuntimeError(f"exporting multimodal fixtures {missing} failed (exit "
                                f"{r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
-    return _load(kind, variant)
+    return _load(kind, variant, size)
 
 
 # ----------------------------------------------------------------- build (child process)
 
 
-def _modules(kind):
+def _modules(kind, z: Size):
     """(encoder module, its example input, the Llama text model), random weights."""
     import torch
     from executorch.examples.models.llama.llama_transformer import construct_transformer
@@ -160,9 +188,11 @@ def _modules(kind):
         replace_sdpa_with_custom_op
 
     torch.manual_seed({"llava": 11, "voxtral": 12}[kind])
-    args = ModelArgs(dim=DIM, n_layers=LAYERS, n_heads=4, n_kv_heads=2, vocab_size=VOCAB,
-                     hidden_dim=2 * DIM, norm_eps=1e-5, max_seq_len=MAX_SEQ,
-                     max_context_len=CONTEXT, max_batch_size=1, use_kv_cache=True,
+    dim = z.dim
+    args = ModelArgs(dim=dim, n_layers=z.layers, n_heads=z.heads, n_kv_heads=z.heads // 2,
+                     vocab_size=z.vocab, hidden_dim=2 * dim, norm_eps=1e-5,
+                     max_seq_len=z.max_seq, max_context_len=z.context, max_batch_size=1,
+                     use_kv_cache=True,
                      enable_dynamic_shape=True, generate_full_logits=False)
     text = construct_transformer(args)
     with torch.no_grad():  # weights spread enough for varied greedy text
@@ -179,38 +209,38 @@ def _modules(kind):
         def __init__(self):
             super().__init__()
             self.patch = torch.nn.Conv2d(3, 32, 8, stride=8)
-            self.proj1, self.proj2 = torch.nn.Linear(32, DIM), torch.nn.Linear(DIM, DIM)
+            self.proj1, self.proj2 = torch.nn.Linear(32, dim), torch.nn.Linear(dim, dim)
             self.register_buffer("mean", torch.tensor([0.48, 0.46, 0.41]).view(1, 3, 1, 1))
             self.register_buffer("std", torch.tensor([0.27, 0.26, 0.28]).view(1, 3, 1, 1))
 
         def forward(self, image):  # uint8 [3, H, W]
             x = (image.unsqueeze(0).to(torch.float32) / 255.0 - self.mean) / self.std
-            x = self.patch(x).flatten(2).transpose(1, 2)  # [1, 16, 32]
+            x = self.patch(x).flatten(2).transpose(1, 2)  # [1, H * W / 64, 32]
             return self.proj2(torch.nn.functional.gelu(self.proj1(x)))
 
     class AudioEncoder(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv1 = torch.nn.Conv1d(128, DIM, 3, padding=1)
-            self.conv2 = torch.nn.Conv1d(DIM, DIM, 3, stride=2, padding=1)
-            self.proj = torch.nn.Linear(DIM, DIM)
+            self.conv1 = torch.nn.Conv1d(128, dim, 3, padding=1)
+            self.conv2 = torch.nn.Conv1d(dim, dim, 3, stride=2, padding=1)
+            self.proj = torch.nn.Linear(dim, dim)
 
         def forward(self, features):  # float [1, 128, T]
             x = torch.nn.functional.gelu(self.conv1(features))
-            x = torch.nn.functional.gelu(self.conv2(x)).transpose(1, 2)  # [1, T/2, DIM]
+            x = torch.nn.functional.gelu(self.conv2(x)).transpose(1, 2)  # [1, T/2, dim]
             return self.proj(x)
 
     if kind == "llava":
-        enc, example = Vision().eval(), torch.randint(0, 256, IMAGE_SHAPE, dtype=torch.uint8)
+        enc, example = Vision().eval(), torch.randint(0, 256, z.image, dtype=torch.uint8)
     else:
-        enc, example = AudioEncoder().eval(), torch.randn(AUDIO_SHAPE)
+        enc, example = AudioEncoder().eval(), torch.randn(z.audio)
     with torch.no_grad():
         for p in enc.parameters():
             p.mul_(3.0)  # media embeddings as loud as the token embeddings
     return enc, example, text
 
 
-def _export(kind, variant, path: Path) -> None:
+def _export(kind, variant, z: Size, path: Path) -> None:
     import torch
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, \
         to_edge_transform_and_lower
@@ -218,7 +248,7 @@ def _export(kind, variant, path: Path) -> None:
     from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
     from torch.export import Dim
 
-    enc, example, text = _modules(kind)
+    enc, example, text = _modules(kind, z)
 
     class TextDecoder(torch.nn.Module):
         def __init__(self, model):
@@ -235,12 +265,11 @@ def _export(kind, variant, path: Path) -> None:
             "vision_encoder" if kind == "llava" else "audio_encoder":
                 torch.export.export(enc, (example,), strict=True),
             "token_embedding": torch.export.export(
-                text.tok_embeddings, (tokens,), dynamic_shapes=[{1: Dim("t", min=2,
-                                                                        max=MAX_SEQ)}],
-                strict=True),
+                text.tok_embeddings, (tokens,),
+                dynamic_shapes=[{1: Dim("t", min=2, max=z.max_seq)}], strict=True),
             "text_decoder": torch.export.export(
                 TextDecoder(text), (embeds, torch.tensor([0], dtype=torch.long)),
-                dynamic_shapes=({1: Dim("token_dim", min=2, max=MAX_SEQ)}, None),
+                dynamic_shapes=({1: Dim("token_dim", min=2, max=z.max_seq)}, None),
                 strict=True),
         }
     partitioner = None
@@ -248,8 +277,8 @@ def _export(kind, variant, path: Path) -> None:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import \
             XnnpackPartitioner
         partitioner = {name: [XnnpackPartitioner()] for name in programs}
-    constants = {"get_max_seq_len": MAX_SEQ, "get_max_context_len": CONTEXT,
-                 "get_vocab_size": VOCAB, "use_kv_cache": True, "enable_dynamic_shape": True,
+    constants = {"get_max_seq_len": z.max_seq, "get_max_context_len": z.context,
+                 "get_vocab_size": z.vocab, "use_kv_cache": True, "enable_dynamic_shape": True,
                  "use_sdpa_with_kv_cache": True, "get_bos_id": BOS_ID, "get_eos_ids": [EOS_ID]}
     edge = to_edge_transform_and_lower(programs, partitioner=partitioner,
                                        constant_methods=constants,
@@ -262,19 +291,19 @@ def _export(kind, variant, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _media(kind, folder: Path) -> None:
+def _media(kind, z: Size, folder: Path) -> None:
     import numpy as np
 
     for i, name in enumerate(_media_names(kind)):
         rng = np.random.default_rng(100 + i)
         if name.startswith("image"):
-            arr = rng.integers(0, 256, IMAGE_SHAPE, dtype=np.uint8)
+            arr = rng.integers(0, 256, z.image, dtype=np.uint8)
         else:
-            arr = rng.standard_normal(AUDIO_SHAPE).astype(np.float32)
+            arr = rng.standard_normal(z.audio).astype(np.float32)
         np.save(folder / f"{name}.npy", arr)
 
 
-def _et_reference(kind, folder: Path) -> dict:
+def _et_reference(kind, z: Size, folder: Path) -> dict:
     import numpy as np
     import torch
 
@@ -283,7 +312,7 @@ def _et_reference(kind, folder: Path) -> dict:
                                                  make_audio_input, make_image_input,
                                                  make_text_input)
 
-    runner = MultimodalRunner(str(folder / "model.pte"), str(tokenizer_path("ascii")))
+    runner = MultimodalRunner(str(folder / "model.pte"), str(tokenizer_path(z.tokenizer)))
     pieces = []
     for case in CASES[kind]:
         inputs = []
@@ -304,19 +333,19 @@ def _et_reference(kind, folder: Path) -> dict:
     return {"pieces": pieces}
 
 
-def _build(kind, variant) -> float:
-    d = _folder(kind, variant)
+def _build(kind, variant, size) -> float:
+    d, z = _folder(kind, variant, size), SIZES[size]
     d.mkdir(parents=True, exist_ok=True)
     (d / "key.json").unlink(missing_ok=True)
     t0 = time.perf_counter()
-    _export(kind, variant, d / "model.pte")
+    _export(kind, variant, z, d / "model.pte")
     dt = time.perf_counter() - t0
-    _media(kind, d)
-    ref = _et_reference(kind, d)
+    _media(kind, z, d)
+    ref = _et_reference(kind, z, d)
     ref["export_s"] = round(dt, 1)
     (d / "reference.json").write_text(json.dumps(ref, indent=1))
-    key = {"spec": _spec(kind, variant),
-           "files": {n: _sha256(p) for n, p in _files(kind, variant).items()}}
+    key = {"spec": _spec(kind, variant, size),
+           "files": {n: _sha256(p) for n, p in _files(kind, variant, size).items()}}
     (d / "key.json").write_text(json.dumps(key, indent=1))
     return dt
 
@@ -327,7 +356,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.llm.multimodal_fixtures",
                                  description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help="kind-variant (default: all)")
+    ap.add_argument("names", nargs="*", help="kind-variant[-size] (default: all tiny)")
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)  # the child
     args = ap.parse_args(argv)
     names = args.names or [f"{k}-{v}" for k in KINDS for v in VARIANTS]
@@ -338,13 +367,13 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore")
         logging.disable(logging.INFO)
         for name in names:
-            kind, variant = name.split("-")
+            kind, variant, size = (name.split("-") + ["tiny"])[:3]
             with _lock(cache_dir() / f"multimodal-{name}.lock"):
-                if not _valid(kind, variant):
-                    print(f"exported {name} in {_build(kind, variant):.1f} s", flush=True)
+                if not _valid(kind, variant, size):
+                    print(f"exported {name} in {_build(kind, variant, size):.1f} s", flush=True)
         return 0
     for name in names:
-        fx = get_multimodal(*name.split("-"))
+        fx = get_multimodal(*(name.split("-") + ["tiny"])[:3])
         print(f"{name}: {fx.pte} ({fx.pte.stat().st_size / 1e6:.2f} MB)")
     return 0
 
