@@ -70,24 +70,35 @@ def cli(args, stdout=None, stderr=None) -> int:
                                          tokenizer=gen.tokenizer)
         if parts is not None:
             prompt = parts(prompt)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            pieces = gen.stream(prompt, args.max_new_tokens, temperature=args.temperature,
-                                top_p=args.top_p, seed=args.seed, echo=args.echo,
-                                num_bos=args.num_bos, num_eos=args.num_eos,
-                                ignore_eos=args.ignore_eos)
-            for w in caught:
-                stderr.write(f"note: {w.message}\n")
-            for piece in pieces:
-                stdout.write(piece)
-                stdout.flush()
+        write_stream(lambda: gen.stream(
+            prompt, args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+            seed=args.seed, echo=args.echo, num_bos=args.num_bos, num_eos=args.num_eos,
+            ignore_eos=args.ignore_eos), stdout, stderr)
     except (LLMError, ExecuTorchError) as e:
         stderr.write(f"error: {e}\n")
         return 1
+    return finish(stdout, stderr, gen.stats if args.stats else None)
+
+
+def write_stream(start, stdout, stderr) -> None:
+    """``start()`` gives the piece stream (it checks the inputs, with warnings recorded:
+    they come out as notes on stderr); each piece goes to stdout as it comes."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pieces = start()
+        for w in caught:
+            stderr.write(f"note: {w.message}\n")
+        for piece in pieces:
+            stdout.write(piece)
+            stdout.flush()
+
+
+def finish(stdout, stderr, stats=None) -> int:
+    """A final newline on a terminal only, then the stats line on stderr if given."""
     if getattr(stdout, "isatty", lambda: False)():
         stdout.write("\n")
-    if args.stats:
-        stderr.write(f"{gen.stats}\n")
+    if stats is not None:
+        stderr.write(f"{stats}\n")
     return 0
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from pyruntime.llm.contract import LLMMetadata, check_tokenizer, read_constants
 from pyruntime.llm.errors import LLMError, MediaError, NotAnLLMError
 from pyruntime.llm.media import Audio, Image, fit_to_input
-from pyruntime.llm.runner import GenerationStats, TextGenerator
+from pyruntime.llm.runner import GenerationStats, TextGenerator, open_program
 from pyruntime.llm.tokenizer import Tokenizer, load_tokenizer
 from pyruntime.program import TensorInfo
 
@@ -158,15 +158,8 @@ class MultimodalGenerator(TextGenerator):
 
     def __init__(self, model, tokenizer, *, tier: str = "fast", threads: int | None = None,
                  data_path=None, prefill_chunk: int | None = None, tokenizer_config=None):
-        from pyruntime.program import Program
-        from pyruntime.runtime import Runtime
-
         t0 = time.perf_counter()
-        if isinstance(model, Program):
-            self.program, self.path = model, "<program>"
-        else:
-            self.path = str(model)
-            self.program = Runtime.get().load_program(model, data_path=data_path)
+        self.program, self.path = open_program(model, data_path)
         self.metadata = meta = read_multimodal_metadata(self.program, self.path)
         self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else \
             load_tokenizer(tokenizer, tokenizer_config)

@@ -73,6 +73,16 @@ class _Processed:
         return self.sampler(row)
 
 
+def open_program(model, data_path=None):
+    """(program, path for messages) of a .pte path or an already loaded ``Program``."""
+    from pyruntime.program import Program
+    from pyruntime.runtime import Runtime
+
+    if isinstance(model, Program):
+        return model, "<program>"
+    return Runtime.get().load_program(model, data_path=data_path), str(model)
+
+
 class TextGenerator:
     """A loaded LLM program and its tokenizer; see the module docstring.
 
@@ -86,15 +96,8 @@ class TextGenerator:
     def __init__(self, model, tokenizer, *, tier: str = "fast", threads: int | None = None,
                  data_path=None, method: str = "forward", prefill_chunk: int | None = None,
                  tokenizer_config=None):
-        from pyruntime.program import Program
-        from pyruntime.runtime import Runtime
-
         t0 = time.perf_counter()
-        if isinstance(model, Program):
-            self.program, self.path = model, "<program>"
-        else:
-            self.path = str(model)
-            self.program = Runtime.get().load_program(model, data_path=data_path)
+        self.program, self.path = open_program(model, data_path)
         self.metadata = read_metadata(self.program, self.path, method)
         self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else \
             load_tokenizer(tokenizer, tokenizer_config)

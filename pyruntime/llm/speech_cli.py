@@ -10,7 +10,6 @@ newline only on a terminal); ``--stats`` writes one line of timings to stderr.
 from __future__ import annotations
 
 import sys
-import warnings
 
 
 def add_parser(sub) -> None:
@@ -35,25 +34,15 @@ def add_parser(sub) -> None:
 def cli(args, stdout=None, stderr=None) -> int:
     from pyruntime import ExecuTorchError
     from pyruntime.llm import LLMError, Transcriber
+    from pyruntime.llm.cli import finish, write_stream
 
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
         asr = Transcriber(args.file, args.tokenizer, preprocessor=args.preprocessor,
                           tier=args.tier, threads=args.threads, data_path=args.data)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            pieces = asr.stream(args.audio, args.max_new_tokens)
-            for w in caught:
-                stderr.write(f"note: {w.message}\n")
-            for piece in pieces:
-                stdout.write(piece)
-                stdout.flush()
+        write_stream(lambda: asr.stream(args.audio, args.max_new_tokens), stdout, stderr)
     except (LLMError, ExecuTorchError) as e:
         stderr.write(f"error: {e}\n")
         return 1
-    if getattr(stdout, "isatty", lambda: False)():
-        stdout.write("\n")
-    if args.stats:
-        stderr.write(f"{asr.stats}\n")
-    return 0
+    return finish(stdout, stderr, asr.stats if args.stats else None)

@@ -176,3 +176,28 @@ def test_transcribe_command():
     assert r.returncode == 0 and r.stdout == fx.reference["features2"]["text"], r.stderr
     r = _transcribe(fx.pte, "--tokenizer", fx.tokenizer_dir, "--audio", fx.wav)
     assert r.returncode == 1 and r.stdout == "" and "--preprocessor" in r.stderr
+
+
+def test_bench_multimodal_measures_both_runtimes(tmp_path):
+    """examples/bench_multimodal.py (the BENCHMARKS.md "Multimodal" table): a multimodal
+    row and a Whisper row per input, both runtimes timed, the outputs compared, and
+    --update replacing only its section."""
+    doc = tmp_path / "B.md"
+    begin, end = "<!-- multimodal-bench:start -->", "<!-- multimodal-bench:end -->"
+    doc.write_text(f"# B\n\n{begin}\nold\n{end}\n\ntail\n")
+    r = subprocess.run([sys.executable, str(REPO / "examples" / "bench_multimodal.py"),
+                        "--size", "tiny", "--rounds", "1", "--new-tokens", "4", "--kinds",
+                        "llava", "whisper", "--variants", "xnnpack", "--update", str(doc)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("# B") and text.endswith("tail\n")
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith(("| llava |", "| xnnpack |"))]
+    mm = [c for c in rows if c[0] == "llava"]
+    speech = [c for c in rows if c[0] == "xnnpack"]
+    assert len(mm) == 1 and len(speech) == len(FEATURES)
+    assert mm[0][1] == "xnnpack" and mm[0][-1] == "yes"
+    assert mm[0][3].endswith(" ms") and float(mm[0][5]) > 0 and float(mm[0][8]) > 0
+    for c in speech:
+        assert c[-1] == "yes" and c[3].endswith(" ms") and float(c[5]) > 0
