@@ -31,6 +31,7 @@ import numpy as np
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.batch_worker import Config, Runner, split_sets
 from pyruntime.pool import as_program
+from pyruntime.method import TIERS
 
 _KEY = re.compile(r"set(\d+)_arg(\d+)")
 IN_FLIGHT = 2  # chunks queued per worker, so none waits between chunks
@@ -283,7 +284,7 @@ def add_parser(sub) -> None:
     pb.add_argument("--engine", default="local", choices=("local", "ray"))
     pb.add_argument("--ray-address", default=None,
                     help="a Ray cluster (e.g. auto, ray://host:10001); default: start a local one")
-    pb.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pb.add_argument("--tier", default="fast", choices=TIERS)
     pb.add_argument("--device", default=None,
                     help="device profile: a built-in name (host, android-xnnpack, "
                          "android-portable, mcu) or a .toml/.json file")

@@ -22,6 +22,7 @@ from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.instructions import Op
 from pyruntime.program import TensorInfo
 from pyruntime.runtime import Runtime
+from pyruntime.method import TIERS
 
 
 def _fmt_bytes(n: int) -> str:
@@ -156,6 +157,35 @@ def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
               "(or folded or fused away)\n")
 
 
+def inspect_ops_opencl(path, data_path=None, out=sys.stdout, seed=0) -> None:
+    """Per operator of each method: how many of its calls run on the OpenCL device and
+    how many on the host (and why), then the bytes one execute (random inputs) copies
+    between them."""
+    from collections import Counter
+
+    from pyruntime.devtools.inputs import random_inputs
+
+    prog = Runtime.get().load_program(path, data_path=data_path)
+    w = out.write
+    for name in prog.method_names:
+        m = prog.load_method(name, tier="opencl")
+        plan = m._device
+        w(f"method {name!r}: operators on {plan.dev.info.name} (tier='opencl')\n")
+        per_op = {}
+        for p in plan.placement:
+            per_op.setdefault(p.name, Counter())[p.where if p.where == "device"
+                                                 else f"host ({p.reason})"] += 1
+        for op, c in sorted(per_op.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+            parts = [f"{c['device']} device"] if c["device"] else []
+            parts += [f"{n} {k}" for k, n in sorted(c.items()) if k != "device"]
+            w(f"    {sum(c.values()):5d}  {op}: {', '.join(parts)}\n")
+        m.execute(random_inputs(prog.metadata(name), np.random.default_rng(seed)))
+        st = plan.stats()
+        w(f"  {st['on_device']} of {st['on_device'] + st['on_host']} calls on the device; "
+          f"constants {st['constant_bytes']} bytes uploaded at load; per execute "
+          f"{st['bytes_to_device']} bytes to the device, {st['bytes_to_host']} to the host\n")
+
+
 def _planned(info) -> str:
     if isinstance(info, TensorInfo):
         return " planned" if info.is_memory_planned else " (caller memory)"
@@ -216,6 +246,9 @@ def main(argv=None) -> int:
     pi.add_argument("--data", help=".ptd external data file")
     pi.add_argument("--ops", action="store_true",
                     help="say which tier (compiled / reference / missing) runs each operator")
+    pi.add_argument("--tier", default="fast", choices=("fast", "opencl"),
+                    help="with --ops: opencl says which calls run on the device, which on "
+                         "the host, and the bytes that cross per execute")
     from pyruntime.devtools import commands as devtools_cli  # verify/diff/trace, run --etdump
     devtools_cli.add_inspect_arguments(pi)
     pr = sub.add_parser("run", help="run a method on inputs from .npz (or random)")
@@ -232,7 +265,7 @@ def main(argv=None) -> int:
     pb = sub.add_parser("bench", help="time pyruntime and executorch.runtime side by side")
     pb.add_argument("files", nargs="+")
     pb.add_argument("--method", default="forward")
-    pb.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pb.add_argument("--tier", default="fast", choices=TIERS)
     pb.add_argument("--rounds", type=int, default=None)
     pb.add_argument("--no-compare", action="store_true", help="do not run executorch.runtime")
     pb.add_argument("--threads", type=int, default=None, help="intra-op threads (default: cores)")
@@ -251,6 +284,8 @@ def main(argv=None) -> int:
         if args.cmd == "inspect":
             if args.memory_plot:
                 devtools_cli.memory_plots(args.file, args.data, args.memory_plot, args.method)
+            elif args.ops and args.tier == "opencl":
+                inspect_ops_opencl(args.file, args.data)
             elif args.ops:
                 inspect_ops(args.file, args.data)
             else:

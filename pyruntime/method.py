@@ -22,6 +22,7 @@ from pyruntime.instructions import DelegateCall, Free, JumpFalse, KernelCall, Mo
 from pyruntime.values import ListRef, ValueBuilder
 
 MAX_INSTRUCTIONS = 10_000_000  # the C++ runtime's infinite-loop guard
+TIERS = ("fast", "reference", "opencl")  # what load_method(tier=...) takes
 
 
 def _as_array(x):
@@ -81,14 +82,20 @@ class Method:
         # binds compiled ones
         self.loop = Loop(len(self.flat))
         self._fast = None
+        self._device = None  # tier="opencl": the plan on the device (pyruntime/clplan.py)
         self._bound = None  # ``_make_bound``: the all-in-C execute, or False
-        if tier not in ("fast", "reference"):
+        if tier not in TIERS:
             raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                  f"{where}: tier must be 'fast' or 'reference', got {tier!r}")
+                                  f"{where}: tier must be 'fast', 'reference' or 'opencl', "
+                                  f"got {tier!r}")
         if tier == "fast":
             from pyruntime.fastpath import FastPlan  # imports numba and the compiled loop
 
             self._fast = FastPlan(self)
+        elif tier == "opencl":
+            from pyruntime.clplan import OpenCLPlan  # imports pyopencl
+
+            self._device = OpenCLPlan(self)
         self._inputs_set = [False] * len(self.inputs)
         self._input_refs = [None] * len(self.inputs)  # keeps aliased caller arrays alive
         self._input_stores = [None] * len(self.inputs)  # the storage made from each of them
@@ -691,6 +698,17 @@ class Method:
         instruction when given; the fast tier then runs each instruction on its own
         (compiled kernels whole and unfused), so an observer sees every intermediate."""
         threads_mod.apply(self.threads)
+        if self._device is not None:
+            dev = self._device
+            dev.before_run()
+            step = dev.step if observer is None else _observed(dev.step, self.flat, observer)
+            dev.observed = observer is not None
+            try:
+                self._check_status(self.loop.run(step, self.max_instructions, False))
+            finally:
+                dev.observed = False
+            dev.pull_outputs()
+            return
         fast = self._fast
         if fast is not None:
             fast.before_run()

@@ -46,6 +46,7 @@ import numpy as np
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.pool import MethodPool, as_program, coerce_inputs
 from pyruntime.program import TensorInfo
+from pyruntime.method import TIERS
 
 MAX_BODY = 256 * 2**20
 IDLE_TIMEOUT = 20.0  # s without a byte from the client
@@ -337,7 +338,7 @@ def add_parser(sub) -> None:
     ps.add_argument("--method", default="forward")
     ps.add_argument("--workers", type=int, default=None,
                     help="methods loaded for concurrent requests (default: one per core)")
-    ps.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    ps.add_argument("--tier", default="fast", choices=TIERS)
     ps.add_argument("--device", default=None, help="device profile: built-in name or file")
     ps.add_argument("--verbose", action="store_true", help="log every request")
     ps.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="S",

@@ -16,13 +16,14 @@ import json
 import sys
 
 from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.method import TIERS
 
 COMMANDS = ("verify", "diff", "trace")
 
 
 # ---- options added to existing subcommands ---------------------------------------------
 def add_run_arguments(p) -> None:
-    p.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    p.add_argument("--tier", default="fast", choices=TIERS)
     p.add_argument("--etdump", help="write an ETDump (.etdp) of every execute")
     p.add_argument("--debug-buffer", help="with --etdump: log every instruction's outputs "
                                           "and write their bytes to this file")
@@ -66,7 +67,7 @@ def add_parsers(sub) -> None:
     pv.add_argument("file")
     pv.add_argument("--rtol", type=float, default=1e-3)
     pv.add_argument("--atol", type=float, default=1e-5)
-    pv.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pv.add_argument("--tier", default="fast", choices=TIERS)
     pv.add_argument("--data", help=".ptd external data file")
     pd = sub.add_parser("diff", help="re-run a program and compare every instruction with an "
                                      "ETDump (device, other runtime, other tier)")
@@ -75,7 +76,7 @@ def add_parsers(sub) -> None:
     pd.add_argument("--etdump", required=True)
     pd.add_argument("--debug-buffer", required=True)
     pd.add_argument("--method", default="forward")
-    pd.add_argument("--tier", default="fast", choices=("fast", "reference"),
+    pd.add_argument("--tier", default="fast", choices=TIERS,
                     help="tier of our run (default fast)")
     pd.add_argument("--atol", type=float, default=1e-4)
     pd.add_argument("--rtol", type=float, default=1e-3)
@@ -90,7 +91,7 @@ def add_parsers(sub) -> None:
     pt.add_argument("--plot", metavar="PNG", help="bar chart of the time per operator")
     pt.add_argument("--etdump", help="also write the ETDump (.etdp)")
     pt.add_argument("--method", default="forward")
-    pt.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pt.add_argument("--tier", default="fast", choices=TIERS)
     pt.add_argument("--iters", type=int, default=1, help="executes per input set")
     pt.add_argument("--seed", type=int, default=0)
     pt.add_argument("--data", help=".ptd external data file")

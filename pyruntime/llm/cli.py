@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pyruntime.method import TIERS
 
 
 def add_parser(sub) -> None:
@@ -50,7 +51,7 @@ def add_parser(sub) -> None:
     pg.add_argument("--chat", nargs="?", const="auto", default=None, metavar="TEMPLATE",
                     help="wrap the prompt as a user message in a chat template (llama3, "
                          "qwen3, chatml, phi4; default: detected from the tokenizer)")
-    pg.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pg.add_argument("--tier", default="fast", choices=TIERS)
     pg.add_argument("--threads", type=int, default=None, help="intra-op threads")
     pg.add_argument("--data", help=".ptd external data file")
 

@@ -10,6 +10,7 @@ newline only on a terminal); ``--stats`` writes one line of timings to stderr.
 from __future__ import annotations
 
 import sys
+from pyruntime.method import TIERS
 
 
 def add_parser(sub) -> None:
@@ -26,7 +27,7 @@ def add_parser(sub) -> None:
     pt.add_argument("--max-new-tokens", type=int, default=None,
                     help="tokens to generate at most (default: until the decoder's cache is full)")
     pt.add_argument("--stats", action="store_true", help="timings on stderr")
-    pt.add_argument("--tier", default="fast", choices=("fast", "reference"))
+    pt.add_argument("--tier", default="fast", choices=TIERS)
     pt.add_argument("--threads", type=int, default=None, help="intra-op threads")
     pt.add_argument("--data", help=".ptd external data file")
 

@@ -1,0 +1,16 @@
+"""The OpenCL tier's kernels: our OpenCL C, one module per family beside the reference
+(``kernels/<family>.py``) and fast (``kernels/fast/<family>.py``) tiers, each binder
+registered under the exact op name (``api.register_cl``). ``device`` chooses the
+device and builds and caches the programs; ``pyruntime.clplan`` maps a method onto it.
+Needs ``pyopencl`` (the ``[opencl]`` extra) and an OpenCL driver."""
+from __future__ import annotations
+
+FAMILIES = ("conv", "elementwise", "linalg", "norm", "pool", "quantized", "reduce", "shape",
+            "softmax")
+
+
+def load_families() -> None:
+    import importlib
+
+    for f in FAMILIES:
+        importlib.import_module(f"pyruntime.kernels.opencl.{f}")

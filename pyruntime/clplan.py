@@ -1,0 +1,282 @@
+"""``tier="opencl"``: a method's plan run on an OpenCL device.
+
+The memory plan is mapped onto the device as it is on the host: one device buffer per
+planned arena (a tensor is its arena plus an offset), the program's constants packed
+into one buffer uploaded at load, a buffer of its own for each unplanned input or
+output. Inputs are copied in and outputs out once per execute; everything between
+stays on the device. An instruction whose op has an OpenCL kernel for its case
+(``kernels/opencl``) was bound at load to enqueues with every argument set; any other
+instruction (an op without a kernel, a dynamic shape, a delegate) runs on the host's
+reference kernel, its tensors copied down before and its outputs up after: the bytes
+that cross are counted (``stats()``, ``pyruntime inspect --ops --tier opencl``).
+
+>>> # m = program.load_method("forward", tier="opencl"); m.execute([x])
+>>> # m.opencl_placement()   # which instruction runs where
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.instructions import Op
+from pyruntime.kernels.opencl import api, load_families
+from pyruntime.kernels.opencl.device import open_device
+from pyruntime.kernels.schemas import SCHEMAS
+from pyruntime.values import ListRef
+
+CONST_ALIGN = 128
+# out-variant ops of these namespaces write only their out arguments
+PURE_OUT_NAMESPACES = {"aten", "quantized_decomposed", "dim_order_ops"}
+# ops whose out is a view they point at run time (no fixed device place)
+REPOINTING = {"executorch_prim::et_view.default", "aten::alias.default"}
+
+
+@dataclass(slots=True)
+class Placement:
+    """Where one instruction runs: ``device`` or ``host`` (and why, for the host)."""
+    pc: int
+    name: str
+    where: str
+    reason: str = ""
+
+
+class OpenCLPlan:
+    def __init__(self, method, selector: str | None = None):
+        load_families()
+        self.m = method
+        self.dev = open_device(selector)
+        self.cl = self.dev.cl
+        self.queue = self.dev.new_queue()
+        self.where = f"method {method.name!r} (tier='opencl', {self.dev.info.name})"
+        self.bytes_down = self.bytes_up = 0  # host <- device, host -> device, this run
+        self._map_memory()
+        self.launches, self.placement = self._bind()
+        self._outs = {pc: self._written(ins) for pc, ins in enumerate(method.flat)
+                      if ins.op in (Op.KERNEL, Op.DELEGATE)}
+        self.observed = False  # set for an observed run: device results copied back per op
+
+    # ---- memory ------------------------------------------------------------------
+    def _map_memory(self):
+        m, dev = self.m, self.dev
+        self.regions = []  # (host lo, host hi, buffer, device base offset, constant)
+        for i, a in enumerate(m.arenas):
+            buf = dev.buffer(a.nbytes, a, f"{self.where} planned buffer {i + 1}")
+            lo = a.ctypes.data
+            self.regions.append((lo, lo + a.nbytes, buf, 0, False))
+        io = set(m.inputs) | set(m.outputs)
+        spans = []
+        arenas = [(r[0], r[1]) for r in self.regions]
+        for j, v in enumerate(m.values):
+            if isinstance(v, ETensor) and v.storage is not None and j not in io \
+                    and v.capacity_bytes:
+                lo = v.data_ptr()
+                if not any(a <= lo < b for a, b in arenas):  # constant or .ptd data
+                    spans.append((lo, lo + v.capacity_bytes))
+        spans.sort()
+        merged = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        total, offs = 0, []
+        for lo, hi in merged:
+            offs.append(total)
+            total += -(-(hi - lo) // CONST_ALIGN) * CONST_ALIGN
+        if merged:
+            packed = np.zeros(total, np.uint8)
+            for (lo, hi), o in zip(merged, offs):
+                packed[o:o + hi - lo] = np.ctypeslib.as_array(
+                    (np.ctypeslib.ctypes.c_uint8 * (hi - lo)).from_address(lo))
+            cbuf = dev.buffer(total, packed, f"{self.where} constants")
+            for (lo, hi), o in zip(merged, offs):
+                self.regions.append((lo, hi, cbuf, o, True))
+        self.const_bytes = total
+        self.regions.sort(key=lambda r: r[0])
+        self._starts = [r[0] for r in self.regions]
+        self._own: dict = {}  # value index -> (buffer, capacity) for unplanned tensors
+
+    def locate(self, j: int, t: ETensor):
+        """(buffer, byte offset, constant) of value ``j``'s tensor ``t`` on the device."""
+        if t.storage is not None:
+            p = t.data_ptr()
+            k = bisect.bisect_right(self._starts, p) - 1
+            if k >= 0:
+                lo, hi, buf, base, const = self.regions[k]
+                if p + t.nbytes <= hi and p >= lo:
+                    return buf, base + p - lo, const
+        own = self._own.get(j)
+        if own is None or own[1] < t.capacity_bytes:
+            own = self._own[j] = (self.dev.buffer(t.capacity_bytes, None,
+                                                  f"{self.where} value {j}"),
+                                  t.capacity_bytes)
+        return own[0], 0, False
+
+    def _dtensor(self, j, t):
+        buf, off, const = self.locate(j, t)
+        size = t.dtype.itemsize
+        if off % size:
+            return None
+        return api.DTensor(t, buf, off // size, const)
+
+    # ---- binding -----------------------------------------------------------------
+    def _bind(self):
+        m = self.m
+        # values a move replaces or a view op re-points at run time: no fixed place
+        moved = {ins.dst for ins in m.flat if ins.op is Op.MOVE}
+        moved |= {ins.args[-1] for ins in m.flat
+                  if ins.op is Op.KERNEL and ins.name in REPOINTING and ins.args}
+        launches, placement = {}, []
+        for pc, ins in enumerate(m.flat):
+            if ins.op is not Op.KERNEL:
+                if ins.op is Op.DELEGATE:
+                    placement.append(Placement(pc, ins.name, "host", "delegate"))
+                continue
+            reason = self._why_host(ins, moved)
+            launch = None
+            if not reason:
+                binder = api.get_binder(ins.name)
+                try:
+                    launch = binder(self.dev, self._args(ins))
+                except ExecuTorchError:
+                    raise
+                except Exception:  # noqa: BLE001 - a case the binder did not foresee
+                    launch = None
+                reason = "" if launch is not None else "no OpenCL kernel for this case"
+            if launch is not None:
+                launches[pc] = launch
+                placement.append(Placement(pc, ins.name, "device"))
+            else:
+                placement.append(Placement(pc, ins.name, "host", reason))
+        return launches, placement
+
+    def _why_host(self, ins, moved) -> str:
+        if api.get_binder(ins.name) is None:
+            return "no OpenCL kernel for this op"
+        for j in ins.args:
+            v = self.m.values[j]
+            items = [self.m.values[k] for k in v.items if k >= 0] if isinstance(v, ListRef) \
+                else [v]
+            for t in items:
+                if isinstance(t, ETensor):
+                    if t.dynamism != Dynamism.STATIC:
+                        return "dynamic shape"
+                    if j in moved:
+                        return "a value a move or a view re-points"
+                    if t.storage is None:
+                        return "a tensor without memory at load"
+        return ""
+
+    def _args(self, ins):
+        values = self.m.values
+        out = []
+        for j in ins.args[:ins.nargs]:
+            v = values[j]
+            if isinstance(v, ETensor):
+                d = self._dtensor(j, v)
+                if d is None:
+                    raise _Unaligned
+                out.append(d)
+            elif isinstance(v, ListRef):
+                out.append([self._dtensor(k, values[k]) if k >= 0 and
+                            isinstance(values[k], ETensor) else (values[k] if k >= 0 else None)
+                            for k in v.items])
+            else:
+                out.append(v)
+        return out
+
+    def _written(self, ins):
+        """The tensors a host instruction writes: an out-variant op's out arguments (the
+        schema's last returns); every tensor of a delegate or of any other op (in-place
+        ones such as ``aten::copy_`` or ``llama::update_cache.out`` write an input)."""
+        values = self.m.values
+        idx = list(ins.args)
+        if ins.op is Op.KERNEL and ins.name.split("::")[0] in PURE_OUT_NAMESPACES \
+                and (ins.name.endswith("out") or "_out" in ins.name):
+            nret = SCHEMAS.get(ins.name, ("", 1))[1] or 1
+            idx = idx[-nret:]
+        res = []
+        for j in idx:
+            v = values[j]
+            if isinstance(v, ListRef):
+                res.extend(k for k in v.items if k >= 0)
+            else:
+                res.append(j)
+        return res
+
+    # ---- running -----------------------------------------------------------------
+    def before_run(self) -> None:
+        self.bytes_down = self.bytes_up = 0
+        for j in self.m.inputs:
+            self._push(j)
+
+    def _push(self, j) -> None:
+        v = self.m.values[j]
+        if isinstance(v, ETensor) and v.storage is not None and v.nbytes:
+            buf, off, const = self.locate(j, v)
+            if const:
+                return
+            self.dev.upload(self.queue, buf, off, _raw(v))
+            self.bytes_up += v.nbytes
+
+    def _pull(self, j) -> None:
+        v = self.m.values[j]
+        if isinstance(v, ETensor) and v.storage is not None and v.nbytes:
+            buf, off, const = self.locate(j, v)
+            if const or not v.storage.flags.writeable:
+                return  # read-only bytes: the host's copy is the device's
+            self.dev.download(self.queue, _raw(v), buf, off)
+            self.bytes_down += v.nbytes
+
+    def _tensors(self, j):
+        v = self.m.values[j]
+        if isinstance(v, ListRef):
+            return [k for k in v.items if k >= 0]
+        return [j]
+
+    def step(self, pc: int) -> int:
+        launch = self.launches.get(pc)
+        if launch is not None:
+            launch.enqueue(self.cl, self.queue)
+            if self.observed:  # the tracer reads each result on the host
+                for k in self._outs[pc]:
+                    self._pull(k)
+            return -1
+        m = self.m
+        ins = m.flat[pc]
+        if ins.op in (Op.KERNEL, Op.DELEGATE):
+            for j in ins.args:
+                for k in self._tensors(j):
+                    self._pull(k)
+            nxt = m._step(pc)
+            for k in self._outs[pc]:
+                self._push(k)
+            return nxt
+        if ins.op is Op.JUMP_FALSE:
+            self._pull(ins.cond)
+        return m._step(pc)
+
+    def pull_outputs(self) -> None:
+        for j in self.m.outputs:
+            for k in self._tensors(j):
+                self._pull(k)
+        self.queue.finish()
+
+    def stats(self) -> dict:
+        on = sum(1 for p in self.placement if p.where == "device")
+        return {"device": self.dev.info.name, "on_device": on,
+                "on_host": len(self.placement) - on, "constant_bytes": self.const_bytes,
+                "bytes_to_device": self.bytes_up, "bytes_to_host": self.bytes_down}
+
+
+class _Unaligned(Exception):
+    """A tensor whose device offset is not a multiple of its element size."""
+
+
+def _raw(t: ETensor) -> np.ndarray:
+    """The bytes of ``t`` in its storage (any dim order): a uint8 view."""
+    return t.storage[:t.nbytes]
