@@ -47,6 +47,9 @@ PARTS = {
     "scipy": Part("scipy (pocketfft, the FFT ExecuTorch uses)", "pip install -e '.[test]'"),
     "blas": Part("the OpenBLAS numpy's wheel bundles", "pip install numpy (a manylinux wheel)"),
     "cc": Part("a C compiler (the QNN test shim)", "apt-get install gcc"),
+    "opencl": Part("pyopencl and an OpenCL device (PoCL's CPU driver here)",
+                   "apt-get install pocl-opencl-icd ocl-icd-libopencl1; pip install -e "
+                   "'.[test]' (pyopencl)"),
 }
 
 PREFIX = "missing part "
