@@ -141,3 +141,19 @@ def test_inspect_ops_lists_placement_and_bytes(capsys):
     assert "aten::convolution.out" in out and " device" in out
     assert "aten::upsample_bilinear2d.vec_out: 2 host (no OpenCL kernel for this op)" in out
     assert "bytes to the device" in out and "calls on the device" in out
+
+
+def test_batch_workers_on_the_device(tmp_path):
+    from pyruntime.batch import run_batch
+
+    fx = get_fixture("cnn_bn")
+    rng = np.random.default_rng(5)
+    sets = {f"set{k}_arg0": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+            for k in range(4)}
+    np.savez(tmp_path / "in.npz", **sets)
+    r = run_batch(str(fx.pte_path), str(tmp_path / "in.npz"), workers=2, tier="opencl")
+    assert not r.errors and sorted(r.outputs) == [0, 1, 2, 3]
+    ref = pyruntime.Runtime.get().load_program(fx.pte_path).load_method(fx.method,
+                                                                        tier="reference")
+    for k in range(4):
+        assert same_bits(np.asarray(r.outputs[k][0]), ref.execute([sets[f"set{k}_arg0"]])[0])
