@@ -11,7 +11,7 @@ reference kernel, its tensors copied down before and its outputs up after: the b
 that cross are counted (``stats()``, ``pyruntime inspect --ops --tier opencl``).
 
 >>> # m = program.load_method("forward", tier="opencl"); m.execute([x])
->>> # m.opencl_placement()   # which instruction runs where
+>>> # m._device.placement   # where each call runs (inspect --ops --tier opencl prints it)
 """
 from __future__ import annotations
 
@@ -193,20 +193,12 @@ class OpenCLPlan:
         """The tensors a host instruction writes: an out-variant op's out arguments (the
         schema's last returns); every tensor of a delegate or of any other op (in-place
         ones such as ``aten::copy_`` or ``llama::update_cache.out`` write an input)."""
-        values = self.m.values
         idx = list(ins.args)
         if ins.op is Op.KERNEL and ins.name.split("::")[0] in PURE_OUT_NAMESPACES \
                 and (ins.name.endswith("out") or "_out" in ins.name):
             nret = SCHEMAS.get(ins.name, ("", 1))[1] or 1
             idx = idx[-nret:]
-        res = []
-        for j in idx:
-            v = values[j]
-            if isinstance(v, ListRef):
-                res.extend(k for k in v.items if k >= 0)
-            else:
-                res.append(j)
-        return res
+        return [k for j in idx for k in self._tensors(j)]
 
     # ---- running -----------------------------------------------------------------
     def before_run(self) -> None:

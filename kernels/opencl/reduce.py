@@ -90,11 +90,15 @@ def mean(dev, args):
     return _reduce(dev, x, out, dims, keepdim, MEAN, CL_TYPES[x.dtype])
 
 
+def _any_ok(x, out) -> bool:
+    return isinstance(out, DTensor) and out.dtype == BOOL and isinstance(x, DTensor) \
+        and x.dtype in CL_TYPES
+
+
 @register_cl("aten::any.out")
 def any_dim(dev, args):
     x, dim, keepdim, out = args
-    if not isinstance(out, DTensor) or out.dtype != BOOL or not isinstance(x, DTensor) \
-            or x.dtype not in CL_TYPES or not isinstance(dim, int):
+    if not _any_ok(x, out) or not isinstance(dim, int):
         return None
     return _reduce(dev, x, out, [dim], keepdim, ANY, "uchar")
 
@@ -102,16 +106,10 @@ def any_dim(dev, args):
 @register_cl("aten::any.dims_out")
 def any_dims(dev, args):
     x, dims, keepdim, out = args
-    if not isinstance(out, DTensor) or out.dtype != BOOL or not isinstance(x, DTensor) \
-            or x.dtype not in CL_TYPES:
-        return None
-    return _reduce(dev, x, out, dims, keepdim, ANY, "uchar")
+    return _reduce(dev, x, out, dims, keepdim, ANY, "uchar") if _any_ok(x, out) else None
 
 
 @register_cl("aten::any.all_out")
 def any_all(dev, args):
     x, out = args
-    if not isinstance(out, DTensor) or out.dtype != BOOL or not isinstance(x, DTensor) \
-            or x.dtype not in CL_TYPES:
-        return None
-    return _reduce(dev, x, out, None, False, ANY, "uchar")
+    return _reduce(dev, x, out, None, False, ANY, "uchar") if _any_ok(x, out) else None

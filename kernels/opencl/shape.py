@@ -3,6 +3,8 @@ cat, split, dim-order conversion. One kernel moves elements of a given byte widt
 one strided view to another (exact for every dtype); each op only says which views."""
 from __future__ import annotations
 
+import numpy as np
+
 from pyruntime.kernels.opencl.api import DTensor, Launch, i64, register_cl, table
 
 SRC = r"""
@@ -33,15 +35,10 @@ def copy_launch(dev, dst: DTensor, src: DTensor, sizes, src_strides, dst_strides
         meta = table(dev, list(sizes) + list(src_strides) + list(dst_strides))
         k = dev.kernel(SRC, "copy_strided", {"E": _WIDTH[dst.dtype.itemsize]})
         k.set_args(dst.buf, *i64(dst.off + doff), src.buf, *i64(src.off + soff), meta,
-                   _i32(len(sizes)))
+                   np.int32(len(sizes)))
         steps.append((k, (n,)))
         keep.append(meta)
     return Launch(steps, keep)
-
-
-def _i32(x):
-    import numpy as np
-    return np.int32(x)
 
 
 def _plain(x, out) -> bool:
