@@ -155,7 +155,8 @@ def _fmt(s):
     return f"{s:.3f} s"
 
 
-def report(r: BenchResult, out=sys.stdout) -> None:
+def report(r: BenchResult, out=None) -> None:
+    out = sys.stdout if out is None else out
     w = out.write
     w(f"{r.file} [{r.method}] tier={r.tier}, threads={r.threads}, {r.instructions} instructions\n")
     w(f"  load: cold {_fmt(r.load_cold_s)}, warm {_fmt(r.load_warm_s)}"

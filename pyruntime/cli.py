@@ -33,7 +33,8 @@ def _fmt_bytes(n: int) -> str:
     return str(n)
 
 
-def inspect_program(path, data_path=None, out=sys.stdout) -> None:
+def inspect_program(path, data_path=None, out=None) -> None:
+    out = sys.stdout if out is None else out
     prog = Runtime.get().load_program(path, data_path=data_path)
     w = out.write
     w(f"program: {path}\n")
@@ -114,9 +115,10 @@ def _spec_value(value) -> str:
     return f"<{len(raw)} bytes>"
 
 
-def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
+def inspect_ops(path, data_path=None, out=None) -> None:
     """Per operator of each method: which tier runs each of its calls (compiled or
     reference), or that no kernel exists, decided the way load_method decides it."""
+    out = sys.stdout if out is None else out
     from pyruntime.kernels.registry import closest_names, has_kernel
 
     prog = Runtime.get().load_program(path, data_path=data_path)
@@ -157,10 +159,11 @@ def inspect_ops(path, data_path=None, out=sys.stdout) -> None:
               "(or folded or fused away)\n")
 
 
-def inspect_ops_opencl(path, data_path=None, out=sys.stdout, seed=0) -> None:
+def inspect_ops_opencl(path, data_path=None, out=None, seed=0) -> None:
     """Per operator of each method: how many of its calls run on the OpenCL device and
     how many on the host (and why), then the bytes one execute (random inputs) copies
     between them."""
+    out = sys.stdout if out is None else out
     from collections import Counter
 
     from pyruntime.devtools.inputs import random_inputs
@@ -193,11 +196,12 @@ def _planned(info) -> str:
 
 
 def run_program(path, method="forward", inputs=None, out=None, data_path=None, iters=1,
-                seed=0, stream=sys.stdout, tier="fast", etdump=None, debug_buffer=None,
+                seed=0, stream=None, tier="fast", etdump=None, debug_buffer=None,
                 debug_buffer_size=None) -> list:
     """Run ``method`` on each input set of ``inputs`` (.npz; ``set{k}_arg{i}`` keys for
     several executes, in order) or on random inputs; ``etdump`` records every execute
     (``debug_buffer``: with every instruction's outputs). Returns the last outputs."""
+    stream = sys.stdout if stream is None else stream
     from pyruntime.devtools.commands import make_tracer
     from pyruntime.devtools.inputs import random_inputs, read_input_sets, write_output_sets
 
