@@ -63,7 +63,7 @@ def _scale(in_size, out_size, align_corners, scale, dt):
     return dt.type(in_size) / dt.type(out_size) if out_size else dt.type(0)
 
 
-def _nearest_index(in_size, out_size, scale):
+def nearest_index(in_size, out_size, scale):
     o = np.arange(out_size)
     if out_size == in_size:
         return o
@@ -79,7 +79,7 @@ def upsample_nearest2d_vec_out(input, output_size, scale_factors, out):
     (oh, ow), (sh, sw) = _sizes(op, input, output_size, scale_factors)
     H, W = input.shape[-2:]
     x = input.numpy()
-    out.write(x[:, :, _nearest_index(H, oh, sh)[:, None], _nearest_index(W, ow, sw)[None, :]])
+    out.write(x[:, :, nearest_index(H, oh, sh)[:, None], nearest_index(W, ow, sw)[None, :]])
 
 
 def _linear_matrix(in_size, out_size, align_corners, scale, dt):
@@ -119,7 +119,7 @@ def upsample_bilinear2d_vec_out(input, output_size, align_corners, scale_factors
     out.write(_finish(res, input.dtype))
 
 
-def _taps(in_size, out_size, align_corners, scale):
+def axis_taps(in_size, out_size, align_corners, scale):
     """ExecuTorch's compute_source_index_and_lambda per output position: (index0, index1,
     lambda0, lambda1), the weights in float32 whatever the tensor's type."""
     o = np.arange(out_size)
@@ -139,8 +139,8 @@ def _bilinear_taps(x, oh, ow, align_corners, sh, sw):
     in float32, rounded once to the tensor's type. (ExecuTorch keeps float32 weights for
     double tensors too; ATen, and the float64 path here, use double weights.)"""
     ct = F32
-    h0, h1, lh0, lh1 = _taps(x.shape[-2], oh, align_corners, sh)
-    w0, w1, lw0, lw1 = _taps(x.shape[-1], ow, align_corners, sw)
+    h0, h1, lh0, lh1 = axis_taps(x.shape[-2], oh, align_corners, sh)
+    w0, w1, lw0, lw1 = axis_taps(x.shape[-1], ow, align_corners, sw)
     xc = x.astype(ct, copy=False)
     lw0, lw1 = lw0.astype(ct), lw1.astype(ct)
     top = xc[..., h0[:, None], w0] * lw0 + xc[..., h0[:, None], w1] * lw1

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyruntime.cython_ext.errors import ExecuTorchError
+from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import Dynamism, ETensor
 from pyruntime.instructions import Op
 from pyruntime.kernels.opencl import api, load_families
@@ -54,7 +54,9 @@ class OpenCLPlan:
         self.where = f"method {method.name!r} (tier='opencl', {self.dev.info.name})"
         self.bytes_down = self.bytes_up = 0  # host <- device, host -> device, this run
         self._map_memory()
+        self.target = api.Target(self.dev)
         self.launches, self.placement = self._bind()
+        self.checked = bool(self.target.messages)  # some kernel can set the error flag
         self._outs = {pc: self._written(ins) for pc, ins in enumerate(method.flat)
                       if ins.op in (Op.KERNEL, Op.DELEGATE)}
         self.observed = False  # set for an observed run: device results copied back per op
@@ -130,6 +132,7 @@ class OpenCLPlan:
         moved = {ins.dst for ins in m.flat if ins.op is Op.MOVE}
         moved |= {ins.args[-1] for ins in m.flat
                   if ins.op is Op.KERNEL and ins.name in REPOINTING and ins.args}
+        self.late = self._runtime_scalars()
         launches, placement = {}, []
         for pc, ins in enumerate(m.flat):
             if ins.op is not Op.KERNEL:
@@ -140,8 +143,9 @@ class OpenCLPlan:
             launch = None
             if not reason:
                 binder = api.get_binder(ins.name)
+                self.target.code = pc + 1
                 try:
-                    launch = binder(self.dev, self._args(ins))
+                    launch = binder(self.target, self._args(ins))
                 except ExecuTorchError:
                     raise
                 except Exception:  # noqa: BLE001 - a case the binder did not foresee
@@ -154,9 +158,30 @@ class OpenCLPlan:
                 placement.append(Placement(pc, ins.name, "host", reason))
         return launches, placement
 
+    def _runtime_scalars(self) -> set:
+        """Non-tensor values written at run time (a kernel's scalar result, a move's
+        destination, a scalar input): a binder must not bake them in at load."""
+        m = self.m
+        out = {j for j in m.inputs if not isinstance(m.values[j], (ETensor, ListRef))}
+        for ins in m.flat:
+            if ins.op is Op.KERNEL and ins.args:
+                j = ins.args[-1]
+            elif ins.op is Op.MOVE:
+                j = ins.dst
+            else:
+                continue
+            if not isinstance(m.values[j], (ETensor, ListRef)):
+                out.add(j)
+        return out
+
     def _why_host(self, ins, moved) -> str:
         if api.get_binder(ins.name) is None:
             return "no OpenCL kernel for this op"
+        for j in ins.args[:ins.nargs]:
+            v = self.m.values[j]
+            if (j in self.late and not api.takes_late(ins.name)) or \
+                    (isinstance(v, ListRef) and any(k in self.late for k in v.items)):
+                return "an argument computed at run time"
         for j in ins.args:
             v = self.m.values[j]
             items = [self.m.values[k] for k in v.items if k >= 0] if isinstance(v, ListRef) \
@@ -176,7 +201,9 @@ class OpenCLPlan:
         out = []
         for j in ins.args[:ins.nargs]:
             v = values[j]
-            if isinstance(v, ETensor):
+            if j in self.late:
+                out.append(api.Late(j))
+            elif isinstance(v, ETensor):
                 d = self._dtensor(j, v)
                 if d is None:
                     raise _Unaligned
@@ -233,7 +260,7 @@ class OpenCLPlan:
     def step(self, pc: int) -> int:
         launch = self.launches.get(pc)
         if launch is not None:
-            launch.enqueue(self.cl, self.queue)
+            launch.enqueue(self.cl, self.queue, self.m.values)
             if self.observed:  # the tracer reads each result on the host
                 for k in self._outs[pc]:
                     self._pull(k)
@@ -241,6 +268,8 @@ class OpenCLPlan:
         m = self.m
         ins = m.flat[pc]
         if ins.op in (Op.KERNEL, Op.DELEGATE):
+            if self.checked:
+                self.check_flag()  # a device error before this op reads its result
             for j in ins.args:
                 for k in self._tensors(j):
                     self._pull(k)
@@ -252,7 +281,19 @@ class OpenCLPlan:
             self._pull(ins.cond)
         return m._step(pc)
 
+    def check_flag(self) -> None:
+        """Raise the error a device kernel flagged (an index out of range), naming its
+        instruction."""
+        code = self.target.read_flag(self.queue)
+        if code:
+            ins = self.m.flat[code - 1]
+            raise ExecuTorchError(ErrorCode.InvalidArgument,
+                                  f"{self.m._where(ins)}: {self.target.messages[code]} "
+                                  "(on the OpenCL device)")
+
     def pull_outputs(self) -> None:
+        if self.checked:
+            self.check_flag()
         for j in self.m.outputs:
             for k in self._tensors(j):
                 self._pull(k)

@@ -5,8 +5,8 @@ device and builds and caches the programs; ``pyruntime.clplan`` maps a method on
 Needs ``pyopencl`` (the ``[opencl]`` extra) and an OpenCL driver."""
 from __future__ import annotations
 
-FAMILIES = ("conv", "elementwise", "linalg", "norm", "pool", "quantized", "reduce", "shape",
-            "softmax")
+FAMILIES = ("conv", "elementwise", "index", "linalg", "llm", "norm", "pool", "quantized",
+            "reduce", "shape", "softmax", "upsample")
 
 
 def load_families() -> None:

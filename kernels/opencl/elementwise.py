@@ -16,6 +16,7 @@ from pyruntime.kernels.opencl.device import CL_TYPES
 
 BOOL = np.dtype(np.bool_)
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+INTS = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def _source(n_in: int, in_types, out_type: str, expr: str, scalar_type: str | None) -> str:
@@ -32,7 +33,7 @@ def _source(n_in: int, in_types, out_type: str, expr: str, scalar_type: str | No
             f"{loads}    out[o] = ({out_type})({expr});\n}}\n")
 
 
-def _bcast_strides(x: DTensor, shape) -> list | None:
+def bcast_strides(x: DTensor, shape) -> list | None:
     lead = len(shape) - len(x.sizes)
     if lead < 0:
         return None
@@ -57,7 +58,7 @@ def launch(dev, out: DTensor, ins, expr: str, scalars=None, scalar_dtype=None):
     for x in ins:
         if x.dtype not in CL_TYPES:
             return None
-        st = _bcast_strides(x, shape)
+        st = bcast_strides(x, shape)
         if st is None:
             return None
         strides.extend(st)
@@ -103,11 +104,18 @@ UNARY = {
 }
 
 
+# the ops of UNARY also defined for integers, and their integer form
+INT_UNARY = {"aten::abs.out": "abs(x0)", "aten::neg.out": "-x0"}
+
+
 def _unary(name):
     expr = UNARY[name]
 
     def bind(dev, args):
         x, out = args[0], args[-1]
+        if name in INT_UNARY and isinstance(x, DTensor) and isinstance(out, DTensor) \
+                and x.dtype in INTS and out.dtype == x.dtype:
+            return launch(dev, out, [x], INT_UNARY[name])  # wraps at the minimum as C++
         if not _float_like(x, out):
             return None
         return launch(dev, out, [x], expr.replace("T", CL_TYPES[x.dtype]))
@@ -142,9 +150,6 @@ def hardtanh(dev, args):
 
 # ---- binary arithmetic ----------------------------------------------------------------
 ARITH = {"add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "x0 / x1"}
-INTS = (np.dtype(np.int32), np.dtype(np.int64))
-
-
 def _arith(op, scalar: bool):
     def bind(dev, args):
         a, b, out = args[0], args[1], args[-1]
@@ -195,6 +200,20 @@ def pow_scalar(dev, args):
     if not _float_like(x, out) or e != 2:
         return None  # x ** 2 is x * x in numpy and in the C++ (exact); others stay on the host
     return launch(dev, out, [x], "x0 * x0")
+
+
+def cast(dev, x, out):
+    """``out = x`` converted to out's dtype as numpy's ``astype`` converts (to bool:
+    non-zero; from bool: 0 or 1; ints to floats and floats to floats round to nearest
+    even; ints to ints keep the low bits). Float to int (undefined out of range in C++)
+    stays on the host."""
+    if not isinstance(x, DTensor) or not isinstance(out, DTensor) or x.dtype not in CL_TYPES:
+        return None
+    if out.dtype == BOOL:
+        return launch(dev, out, [x], "x0 != 0")
+    if x.dtype.kind == "f" and out.dtype.kind != "f":
+        return None
+    return launch(dev, out, [x], "x0")
 
 
 # ---- comparisons, logic, where -------------------------------------------------------
@@ -280,3 +299,27 @@ def full(dev, args):
 @register_cl("aten::scalar_tensor.out")
 def scalar_tensor(dev, args):
     return _fill(dev, args[-1], args[0])
+
+
+@register_cl("aten::arange.start_out", "aten::arange.out")
+def arange(dev, args):
+    """``start + i * step`` as the reference computes it: in int64 for an int64 out (the
+    Scalars truncated), in double for float outs, then rounded once."""
+    out = args[-1]
+    start, end, step = (0, args[0], 1) if len(args) == 2 else args[:3]
+    if not isinstance(out, DTensor) or any(isinstance(v, (bool, DTensor)) or
+                                           not isinstance(v, (int, float))
+                                           for v in (start, end, step)):
+        return None
+    if out.dtype == np.int64:
+        start, end, step = int(start), int(end), int(step)
+        acc = np.dtype(np.int64)
+    elif out.dtype in FLOATS and dev.info.fp64:
+        acc = np.dtype(np.float64)
+    else:
+        return None
+    if step == 0 or out.sizes != (-(-(end - start) // step) if acc.kind == "i" else
+                                  int(np.ceil((end - start) / step)),):
+        return None
+    return launch(dev, out, [], "s0 + s1 * (ACC)get_global_id(0)".replace(
+        "ACC", CL_TYPES[acc]), [start, step], acc)

@@ -1,6 +1,8 @@
-"""Reductions on the device: ``sum``, ``mean``, ``any`` over dims. One work-item per
-output walks its reduced elements in index order, the running sum starting from the
-first element (numpy's cumsum, the portable loops' order): bit for bit."""
+"""Reductions on the device: ``sum``, ``mean``, ``any``, ``max``/``min`` over dims. One
+work-item per output walks its reduced elements in index order, the running sum starting
+from the first element (numpy's cumsum, the portable loops' order): bit for bit. The
+extremes propagate NaN; of a +0 and a -0 they keep the first (numpy's SIMD reduction
+picks either, depending on the length)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +11,7 @@ from pyruntime.kernels.opencl.api import DTensor, Launch, register_cl, table
 from pyruntime.kernels.opencl.device import CL_TYPES
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+INTS = (np.dtype(np.int32), np.dtype(np.int64))
 BOOL = np.dtype(np.bool_)
 
 SRC = r"""
@@ -34,6 +37,9 @@ __kernel void reduce(__global O* out, long ooff, __global const I* x, long xoff,
 """
 SUM = {"INIT": "(A)0", "FIRST": "v", "STEP": "acc + v", "FINISH": "acc"}
 MEAN = dict(SUM, FINISH="acc / (A)count")
+MAX = {"INIT": "(A)0", "FIRST": "v", "STEP": "(acc != acc || !(v != v || v > acc)) ? acc : v",
+       "FINISH": "acc"}
+MIN = dict(MAX, STEP="(acc != acc || !(v != v || v < acc)) ? acc : v")
 ANY = {"INIT": "(A)0", "FIRST": "(A)(v != 0)", "STEP": "(A)(acc || v != 0)", "FINISH": "acc"}
 
 
@@ -64,6 +70,8 @@ def _reduce(dev, x, out, dims, keepdim, ops, acc_type):
     defs = dict(ops, I=CL_TYPES[x.dtype], O=CL_TYPES[out.dtype], A=acc_type)
     if out.numel == 0:
         return Launch([], [p])
+    if count == 0 and ops in (MAX, MIN):
+        return None  # the host kernel names the empty reduction
     k = dev.kernel(SRC, "reduce", defs)
     k.set_args(out.buf, np.int64(out.off), x.buf, np.int64(x.off), p, np.int64(count))
     return Launch([(k, (out.numel,))], [p])
@@ -113,3 +121,18 @@ def any_dims(dev, args):
 def any_all(dev, args):
     x, out = args
     return _reduce(dev, x, out, None, False, ANY, "uchar") if _any_ok(x, out) else None
+
+
+def _extreme(ops):
+    def bind(dev, args):
+        x, out = args[0], args[-1]
+        if not isinstance(x, DTensor) or not isinstance(out, DTensor) \
+                or x.dtype not in FLOATS + INTS or out.dtype != x.dtype:
+            return None
+        dims, keepdim = (None, False) if len(args) == 2 else (args[1], args[2])
+        return _reduce(dev, x, out, dims, keepdim, ops, CL_TYPES[x.dtype])
+    return bind
+
+
+register_cl("aten::max.unary_out", "aten::amax.out")(_extreme(MAX))
+register_cl("aten::min.unary_out", "aten::amin.out")(_extreme(MIN))

@@ -1,11 +1,14 @@
 """Copies on the device: permute, view, clone, expand, squeeze/unsqueeze, select, slice,
-cat, split, dim-order conversion. One kernel moves elements of a given byte width from
-one strided view to another (exact for every dtype); each op only says which views."""
+cat, split, unfold, view_as_real, dim-order conversion, ``copy_``. One kernel moves
+elements of a given byte width from one strided view to another (exact for every
+dtype); each op only says which views. A copy that also converts the dtype is an
+elementwise cast (``elementwise.cast``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from pyruntime.kernels.opencl.api import DTensor, Launch, i64, register_cl, table
+from pyruntime.kernels.opencl.elementwise import bcast_strides, cast
 
 SRC = r"""
 __kernel void copy_strided(__global E* dst, long doff, __global const E* src, long soff,
@@ -20,7 +23,7 @@ __kernel void copy_strided(__global E* dst, long doff, __global const E* src, lo
     dst[d] = src[s];
 }
 """
-_WIDTH = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+WIDTH = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
 
 
 def copy_launch(dev, dst: DTensor, src: DTensor, sizes, src_strides, dst_strides,
@@ -33,7 +36,7 @@ def copy_launch(dev, dst: DTensor, src: DTensor, sizes, src_strides, dst_strides
         n *= s
     if n:
         meta = table(dev, list(sizes) + list(src_strides) + list(dst_strides))
-        k = dev.kernel(SRC, "copy_strided", {"E": _WIDTH[dst.dtype.itemsize]})
+        k = dev.kernel(SRC, "copy_strided", {"E": WIDTH[dst.dtype.itemsize]})
         k.set_args(dst.buf, *i64(dst.off + doff), src.buf, *i64(src.off + soff), meta,
                    np.int32(len(sizes)))
         steps.append((k, (n,)))
@@ -43,7 +46,7 @@ def copy_launch(dev, dst: DTensor, src: DTensor, sizes, src_strides, dst_strides
 
 def _plain(x, out) -> bool:
     return isinstance(x, DTensor) and isinstance(out, DTensor) and x.dtype == out.dtype \
-        and x.dtype.itemsize in _WIDTH
+        and x.dtype.itemsize in WIDTH
 
 
 def _flat(dev, x, out):
@@ -75,7 +78,58 @@ def squeeze_like(dev, args):
 @register_cl("dim_order_ops::_clone_dim_order.out", "aten::clone.out",
              "dim_order_ops::_to_dim_order_copy.out", "aten::_to_copy.out")
 def clone(dev, args):
-    return _same_shape(dev, args[0], args[-1])
+    x, out = args[0], args[-1]
+    if isinstance(x, DTensor) and isinstance(out, DTensor) and x.dtype != out.dtype:
+        return cast(dev, x, out) if x.sizes == out.sizes else None
+    return _same_shape(dev, x, out)
+
+
+@register_cl("aten::copy_")
+def copy_(dev, args):
+    """``self`` (written in place, any dim order) takes ``src`` broadcast to its shape."""
+    x, src = args[0], args[1]
+    if not isinstance(x, DTensor) or not isinstance(src, DTensor) or x.const:
+        return None
+    if src.dtype != x.dtype:
+        return cast(dev, src, x) if x.contiguous() else None
+    st = bcast_strides(src, x.sizes)
+    if st is None or x.dtype.itemsize not in WIDTH:
+        return None
+    return copy_launch(dev, x, src, x.sizes, st, x.strides())
+
+
+@register_cl("aten::unfold_copy.out")
+def unfold_copy(dev, args):
+    """Windows of ``size`` every ``step`` along ``dimension``: a strided view, copied."""
+    x, dim, size, step, out = args[0], args[1], args[2], args[3], args[-1]
+    if not (_plain(x, out) and x.contiguous() and out.contiguous()) or not x.sizes \
+            or step <= 0:
+        return None
+    nd = len(x.sizes)
+    dim %= nd
+    n = x.sizes[dim]
+    if not 0 <= size <= n:
+        return None
+    sizes, st = list(x.sizes), list(x.strides())
+    sizes[dim] = (n - size) // step + 1
+    sizes.append(size)
+    st.append(st[dim])
+    st[dim] *= step
+    if tuple(sizes) != out.sizes:
+        return None
+    return copy_launch(dev, out, x, sizes, st, out.strides())
+
+
+@register_cl("aten::view_as_real_copy.out")
+def view_as_real_copy(dev, args):
+    """A complex tensor's bytes as (real, imaginary) pairs of its float type."""
+    x, out = args[0], args[-1]
+    if not isinstance(x, DTensor) or not isinstance(out, DTensor) or x.dtype.kind != "c" \
+            or x.dtype.itemsize != 2 * out.dtype.itemsize or not x.contiguous() \
+            or not out.contiguous() or out.sizes != tuple(x.sizes) + (2,):
+        return None
+    # x.off counts complex elements: twice as many of out's
+    return copy_launch(dev, out, x, [out.numel], [1], [1], soff=x.off)
 
 
 @register_cl("aten::permute_copy.out")
