@@ -176,8 +176,9 @@ def inspect_ops_opencl(path, data_path=None, out=None, seed=0) -> None:
         w(f"method {name!r}: operators on {plan.dev.info.name} (tier='opencl')\n")
         per_op = {}
         for p in plan.placement:
-            per_op.setdefault(p.name, Counter())[p.where if p.where == "device"
-                                                 else f"host ({p.reason})"] += 1
+            where = "device" if p.where == "device" else \
+                f"host ({p.reason}; {plan.host_kernel(p.pc)})"
+            per_op.setdefault(p.name, Counter())[where] += 1
         for op, c in sorted(per_op.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
             parts = [f"{c['device']} device"] if c["device"] else []
             parts += [f"{n} {k}" for k, n in sorted(c.items()) if k != "device"]

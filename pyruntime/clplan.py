@@ -6,9 +6,10 @@ into one buffer uploaded at load, a buffer of its own for each unplanned input o
 output. Inputs are copied in and outputs out once per execute; everything between
 stays on the device. An instruction whose op has an OpenCL kernel for its case
 (``kernels/opencl``) was bound at load to enqueues with every argument set; any other
-instruction (an op without a kernel, a dynamic shape, a delegate) runs on the host's
-reference kernel, its tensors copied down before and its outputs up after: the bytes
-that cross are counted (``stats()``, ``pyruntime inspect --ops --tier opencl``).
+instruction (an op without a kernel, a dynamic shape, a delegate) runs on the host, on
+the fast tier's compiled kernel where it has one (else the reference kernel), its
+tensors copied down before and its outputs up after: the bytes that cross are counted
+(``stats()``, ``pyruntime inspect --ops --tier opencl``).
 
 >>> # m = program.load_method("forward", tier="opencl"); m.execute([x])
 >>> # m._device.placement   # where each call runs (inspect --ops --tier opencl prints it)
@@ -56,7 +57,8 @@ class OpenCLPlan:
         self._map_memory()
         self.target = api.Target(self.dev)
         self.launches, self.placement = self._bind()
-        self.checked = bool(self.target.messages)  # some kernel can set the error flag
+        self.checked = any(pc + 1 in self.target.messages for pc in self.launches)
+        self.fast = self._host_tier()
         self._outs = {pc: self._written(ins) for pc, ins in enumerate(method.flat)
                       if ins.op in (Op.KERNEL, Op.DELEGATE)}
         self.observed = False  # set for an observed run: device results copied back per op
@@ -158,6 +160,47 @@ class OpenCLPlan:
                 placement.append(Placement(pc, ins.name, "host", reason))
         return launches, placement
 
+    def _host_tier(self):
+        """The fast tier's plan of this method (``FastPlan``) for the instructions the
+        host runs, on a loop of its own that never runs: ``step`` calls it for each of
+        them. None when every call is on the device, or when the method takes a scalar
+        input (the fast plan reads those from its own records)."""
+        m = self.m
+        if all(p.where == "device" for p in self.placement) or any(
+                not isinstance(m.values[j], ETensor) for j in m.inputs):
+            return None
+        from pyruntime.cython_ext._loop import Loop
+        from pyruntime.fastpath import FastPlan  # imports numba and the compiled kernels
+
+        loop, m.loop = m.loop, Loop(len(m.flat))
+        try:
+            return FastPlan(m)
+        finally:
+            m.loop = loop
+
+    def _compiled_on_host(self, pc, ins) -> bool:
+        fast = self.fast
+        return fast is not None and pc in fast.kernels and pc not in fast.folded \
+            and ins.op is Op.KERNEL and ins.name not in REPOINTING \
+            and not ins.name.startswith("executorch_prim")
+
+    def host_kernel(self, pc: int) -> str:
+        """What runs host instruction ``pc`` now: the fast tier's compiled kernel, the
+        reference kernel, or (a delegate) its backend."""
+        ins = self.m.flat[pc]
+        if ins.op is Op.DELEGATE:
+            return "its backend"
+        return "fast tier" if self._compiled_on_host(pc, ins) else "reference kernel"
+
+    def _host_call(self, pc, ins) -> int:
+        """Run host instruction ``pc``: compiled on the fast tier where it has a kernel (not
+        a prim op or a view whose bookkeeping is the fast loop's), else on the reference
+        kernel (through the fast plan, which keeps its tensor table in step)."""
+        fast = self.fast
+        if fast is None:
+            return self.m._step(pc)
+        return fast.step(pc) if self._compiled_on_host(pc, ins) else fast.callback(pc)
+
     def _runtime_scalars(self) -> set:
         """Non-tensor values written at run time (a kernel's scalar result, a move's
         destination, a scalar input): a binder must not bake them in at load."""
@@ -230,8 +273,13 @@ class OpenCLPlan:
     # ---- running -----------------------------------------------------------------
     def before_run(self) -> None:
         self.bytes_down = self.bytes_up = 0
+        fast = self.fast
+        if fast is not None:
+            fast.before_run()  # bind what a background compile delivered
         for j in self.m.inputs:
             self._push(j)
+            if fast is not None:
+                fast.table.push(j, self.m.values[j], force=True)  # sizes, pointer
 
     def _push(self, j) -> None:
         v = self.m.values[j]
@@ -273,13 +321,13 @@ class OpenCLPlan:
             for j in ins.args:
                 for k in self._tensors(j):
                     self._pull(k)
-            nxt = m._step(pc)
+            nxt = self._host_call(pc, ins)
             for k in self._outs[pc]:
                 self._push(k)
             return nxt
         if ins.op is Op.JUMP_FALSE:
             self._pull(ins.cond)
-        return m._step(pc)
+        return m._step(pc) if self.fast is None else self.fast.callback(pc)
 
     def check_flag(self) -> None:
         """Raise the error a device kernel flagged (an index out of range), naming its

@@ -74,7 +74,7 @@ def test_bit_identical(name):
             assert same_bits(np.asarray(g), e), f"{name} call {step} output {i} differs"
 
 
-@pytest.mark.parametrize("name", ["quant_cnn", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["quant_cnn", "mobilenet_v2", "mlp_dynamic"])
 def test_repeats_and_two_methods_on_two_threads_give_the_same_bits(name):
     fx, m = _method(name)
     x = fx.calls[0]
@@ -157,7 +157,11 @@ def test_inspect_ops_lists_placement_and_bytes(capsys):
     assert main(["inspect", str(fx.pte_path), "--ops", "--tier", "opencl"]) == 0
     out = capsys.readouterr().out
     assert "aten::convolution.out" in out and " device" in out
-    assert "aten::_fft_r2c.out: 1 host (no OpenCL kernel for this op)" in out
+    assert "aten::_fft_r2c.out: 1 host (no OpenCL kernel for this op; reference kernel)" \
+        in out
+    fx = get_fixture("mlp_dynamic")
+    assert main(["inspect", str(fx.pte_path), "--ops", "--tier", "opencl"]) == 0
+    assert "aten::addmm.out: 3 host (dynamic shape; fast tier)" in capsys.readouterr().out
     assert "bytes to the device" in out and "calls on the device" in out
 
 
