@@ -150,6 +150,8 @@ def hardtanh(dev, args):
 
 # ---- binary arithmetic ----------------------------------------------------------------
 ARITH = {"add": "x0 + x1", "sub": "x0 - x1", "mul": "x0 * x1", "div": "x0 / x1"}
+
+
 def _arith(op, scalar: bool):
     def bind(dev, args):
         a, b, out = args[0], args[1], args[-1]
