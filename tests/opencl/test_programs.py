@@ -34,10 +34,10 @@ def _device():
     device_or_skip()
 
 
-def _method(name):
+def _method(name, threads=None):
     fx = get_fixture(name)
     program = pyruntime.Runtime.get().load_program(fx.pte_path, data_path=fx.ptd_path)
-    return fx, program.load_method(fx.method, tier="opencl")
+    return fx, program.load_method(fx.method, tier="opencl", threads=threads)
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
@@ -74,14 +74,18 @@ def test_bit_identical(name):
             assert same_bits(np.asarray(g), e), f"{name} call {step} output {i} differs"
 
 
-@pytest.mark.parametrize("name", ["quant_cnn", "mobilenet_v2", "mlp_dynamic"])
-def test_repeats_and_two_methods_on_two_threads_give_the_same_bits(name):
-    fx, m = _method(name)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["quant_cnn", "mobilenet_v2", "mlp_dynamic", "llama_sdpa_kv"])
+def test_repeats_and_two_methods_on_two_threads_give_the_same_bits(name, threads):
+    """Two methods executing at once on two Python threads, each with ``threads``
+    intra-op threads for the host's compiled kernels (llama_sdpa_kv and mlp_dynamic run
+    most or all of their ops there): every execute gives the first one's bits."""
+    fx, m = _method(name, threads)
     x = fx.calls[0]
     want = m.execute(x)[0]
     for _ in range(10):
         assert same_bits(m.execute(x)[0], want)
-    _, m2 = _method(name)
+    _, m2 = _method(name, threads)
     bad = []
 
     def loop(method):
