@@ -8,16 +8,19 @@ dims not indexed and walks the indexed positions in order, so a repeated index k
 the last value (or sums in order, with ``accumulate``), as the C++ loop does."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pyruntime.kernels.opencl.api import DTensor, Launch, i64, register_cl, table
 from pyruntime.kernels.opencl.device import CL_TYPES
+from pyruntime.kernels.opencl.elementwise import bcast_strides
 from pyruntime.kernels.opencl.shape import WIDTH, copy_launch
 
 INDEX_TYPES = {np.dtype(np.int64): "long", np.dtype(np.int32): "int"}
 
 
-def _index_args(k: int, types) -> str:
+def _index_args(types) -> str:
     return "".join(f", __global const {t}* ix{i}, long ioff{i}" for i, t in enumerate(types))
 
 
@@ -38,7 +41,7 @@ def _gather_source(types, wrap: bool) -> str:
     steps = "".join(f"        j{i} += c * meta[{2 + i} * rank + d];\n" for i in range(k))
     loads = "".join(_load_index(i, wrap) for i in range(k))
     return (f"#define K {k}\n__kernel void gather(__global E* out, long ooff, "
-            f"__global const E* x, long xoff{_index_args(k, types)}, "
+            f"__global const E* x, long xoff{_index_args(types)}, "
             "__global const long* meta, int rank, __global int* flag, int code) {\n"
             "    long g = get_global_id(0), r = g, s = xoff;\n"
             f"{js}    for (int d = rank - 1; d >= 0; --d) {{\n"
@@ -57,7 +60,7 @@ def _put_source(types, accumulate: bool) -> str:
                     for line in _load_index(i, True).splitlines())
     write = "out[s] = out[s] + v[t];" if accumulate else "out[s] = v[t];"
     return (f"#define K {k}\n__kernel void put(__global E* out, long ooff, "
-            f"__global const E* v, long voff{_index_args(k, types)}, "
+            f"__global const E* v, long voff{_index_args(types)}, "
             "__global const long* meta, int rank, long count, __global int* flag, "
             "int code) {\n"
             "    long r = get_global_id(0), s0 = ooff, t0 = voff;\n"
@@ -176,25 +179,15 @@ def index_put(dev, args):
             or x.dtype.itemsize not in WIDTH:
         return None
     rows, idx, dims = lay
-    shape = [r[0] for r in rows]
-    lead = len(shape) - len(values.sizes)
-    if lead < 0:
+    vst = bcast_strides(values, [r[0] for r in rows])  # values broadcast to x[indices]
+    if vst is None:
         return None
-    vst = [0] * lead
-    for i, (n, s) in enumerate(zip(values.sizes, values.strides())):
-        if n != 1 and n != shape[lead + i]:
-            return None
-        vst.append(0 if n == 1 else s)
     launch = Launch([], [])
     if out.buf is not x.buf or out.off != x.off:
         copy_launch(dev, out, x, x.sizes, x.strides(), out.strides(), steps=launch.steps,
                     keep=launch.keep)
-    count = 1
-    for r in rows:
-        count *= r[0] if r[3] else 1
-    plain = 1
-    for r in rows:
-        plain *= 1 if r[3] else r[0]
+    count = math.prod(r[0] for r in rows if r[3])  # indexed positions, walked in order
+    plain = math.prod(r[0] for r in rows if not r[3])  # work-items
     if count == 0 or plain == 0:
         return launch
     meta = table(dev, _index_table(rows, idx, dims, vst))

@@ -70,7 +70,7 @@ def _reduce(dev, x, out, dims, keepdim, ops, acc_type):
     defs = dict(ops, I=CL_TYPES[x.dtype], O=CL_TYPES[out.dtype], A=acc_type)
     if out.numel == 0:
         return Launch([], [p])
-    if count == 0 and ops in (MAX, MIN):
+    if count == 0 and (ops is MAX or ops is MIN):
         return None  # the host kernel names the empty reduction
     k = dev.kernel(SRC, "reduce", defs)
     k.set_args(out.buf, np.int64(out.off), x.buf, np.int64(x.off), p, np.int64(count))
