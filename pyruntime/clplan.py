@@ -57,7 +57,10 @@ class OpenCLPlan:
         self._map_memory()
         self.target = api.Target(self.dev)
         self.launches, self.placement = self._bind()
-        self.checked = any(pc + 1 in self.target.messages for pc in self.launches)
+        # launches whose kernels can set the error flag; one has run since the flag's
+        # last read: only then is it read (before a host instruction, after the run)
+        self.checks = {pc for pc in self.launches if pc + 1 in self.target.messages}
+        self.unread = False
         self.fast = self._host_tier()
         self._outs = {pc: self._written(ins) for pc, ins in enumerate(method.flat)
                       if ins.op in (Op.KERNEL, Op.DELEGATE)}
@@ -309,6 +312,8 @@ class OpenCLPlan:
         launch = self.launches.get(pc)
         if launch is not None:
             launch.enqueue(self.cl, self.queue, self.m.values)
+            if pc in self.checks:
+                self.unread = True
             if self.observed:  # the tracer reads each result on the host
                 for k in self._outs[pc]:
                     self._pull(k)
@@ -316,7 +321,7 @@ class OpenCLPlan:
         m = self.m
         ins = m.flat[pc]
         if ins.op in (Op.KERNEL, Op.DELEGATE):
-            if self.checked:
+            if self.unread:
                 self.check_flag()  # a device error before this op reads its result
             for j in ins.args:
                 for k in self._tensors(j):
@@ -332,6 +337,7 @@ class OpenCLPlan:
     def check_flag(self) -> None:
         """Raise the error a device kernel flagged (an index out of range), naming its
         instruction."""
+        self.unread = False
         code = self.target.read_flag(self.queue)
         if code:
             ins = self.m.flat[code - 1]
@@ -340,7 +346,7 @@ class OpenCLPlan:
                                   "(on the OpenCL device)")
 
     def pull_outputs(self) -> None:
-        if self.checked:
+        if self.unread:
             self.check_flag()
         for j in self.m.outputs:
             for k in self._tensors(j):
