@@ -9,6 +9,8 @@ The API mirrors ``executorch.runtime``::
 
 or in one line: ``pyruntime.load("model.pte").forward(x)``.
 """
+from __future__ import annotations
+
 import os as _os
 
 # The wheel installs kernels/, delegates/, cython_ext/ and exporter/ inside this package
@@ -36,14 +38,15 @@ class Module:
     persists between calls). Each call returns the list of outputs.
     """
 
-    def __init__(self, program: Program, tier: str = "fast"):
+    def __init__(self, program: Program, tier: str = "fast", math: str | None = None):
         self.program = program
         self.tier = tier
+        self.math = math
         self._methods = {}
 
     def method(self, name: str) -> Method:
         if name not in self._methods:
-            self._methods[name] = self.program.load_method(name, tier=self.tier)
+            self._methods[name] = self.program.load_method(name, tier=self.tier, math=self.math)
         return self._methods[name]
 
     def __getattr__(self, name):
@@ -56,6 +59,7 @@ class Module:
         return list(super().__dir__()) + self.program.method_names
 
 
-def load(path, *, data_path=None, tier: str = "fast") -> Module:
-    """Load a program for calling its methods directly: ``load(p).forward(x)``."""
-    return Module(Runtime.get().load_program(path, data_path=data_path), tier=tier)
+def load(path, *, data_path=None, tier: str = "fast", math: str | None = None) -> Module:
+    """Load a program for calling its methods directly: ``load(p).forward(x)``
+    (``math="fast"``: faster arithmetic within a stated tolerance, ``pyruntime.mathmode``)."""
+    return Module(Runtime.get().load_program(path, data_path=data_path), tier=tier, math=math)

@@ -213,11 +213,13 @@ class _Sink:
 
 
 def run_batch(program, inputs, *, method="forward", workers=None, engine="local",
-              ray_address=None, tier="fast", profile=None, progress=None) -> BatchResult:
+              ray_address=None, tier="fast", profile=None, progress=None,
+              math=None) -> BatchResult:
     """Run every set of ``inputs`` (an .npz path) through ``program`` (a .pte path).
 
     The program is loaded here first, on the profile, so a program that cannot run
     fails before any worker starts. ``progress``: a stream for the bar, or None.
+    ``math``: the workers' math mode (``pyruntime.mathmode``; default: this process's).
     """
     from pyruntime.profiles import get_profile
 
@@ -225,7 +227,9 @@ def run_batch(program, inputs, *, method="forward", workers=None, engine="local"
         raise ExecuTorchError(ErrorCode.InvalidArgument,
                               f"engine must be 'local' or 'ray', got {engine!r}")
     profile = None if profile is None else get_profile(profile)
-    cfg = Config(method, tier, profile)
+    from pyruntime.mathmode import default_math
+
+    cfg = Config(method, tier, profile, default_math() if math is None else math)
     workers = max(1, os.cpu_count() or 1) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ExecuTorchError(ErrorCode.InvalidArgument,

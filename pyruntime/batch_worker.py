@@ -18,6 +18,7 @@ class Config:
     method: str = "forward"
     tier: str = "fast"
     profile: object = None
+    math: str | None = None  # None: the worker's default (``$PYRUNTIME_MATH``)
 
 
 def split_sets(sets: dict, workers: int) -> list:
@@ -33,7 +34,7 @@ class Runner:
     def __init__(self, source, cfg: Config):
         self.program = as_program(source)
         self.meta = self.program.metadata(cfg.method)
-        self.method = load_as(self.program, cfg.method, cfg.tier, cfg.profile)
+        self.method = load_as(self.program, cfg.method, cfg.tier, cfg.profile, math=cfg.math)
 
     def run(self, k, arrays):
         try:

@@ -33,6 +33,7 @@ class BenchResult:
     threads2_per_s: float | None = None
     threads: int = 1
     extra: dict = field(default_factory=dict)
+    math: str = "exact"  # the mode pyruntime ran (pyruntime.mathmode)
 
     @property
     def ratio(self):
@@ -86,16 +87,16 @@ def _time(fn, rounds):
 
 
 def bench(path, method="forward", tier="fast", rounds=None, compare=True,
-          min_time=2.0, threads2=True, threads=None) -> BenchResult:
+          min_time=2.0, threads2=True, threads=None, math=None) -> BenchResult:
     rt = Runtime.get()
     t = time.perf_counter()
     prog = rt.load_program(path)
-    m = prog.load_method(method, tier=tier, threads=threads)
+    m = prog.load_method(method, tier=tier, threads=threads, math=math)
     cold = time.perf_counter() - t
     m.wait_compiled()  # kernels a background process still compiles: time compiled code
     t = time.perf_counter()
     prog2 = rt.load_program(path)
-    prog2.load_method(method, tier=tier, threads=threads)
+    prog2.load_method(method, tier=tier, threads=threads, math=m.math)
     warm = time.perf_counter() - t
     meta = prog.metadata(method)
     args = _inputs(meta)
@@ -116,18 +117,18 @@ def bench(path, method="forward", tier="fast", rounds=None, compare=True,
             theirs += _time(lambda: et.execute(targs), chunk)
     res = BenchResult(str(path), method, tier, meta.instruction_count, cold, warm,
                       statistics.median(ours), statistics.median(theirs) if theirs else None,
-                      et_load, threads=m.threads)
+                      et_load, threads=m.threads, math=m.math)
     if threads2:
-        res.threads2_per_s = _two_threads(prog, method, tier, args, min_time / 2)
+        res.threads2_per_s = _two_threads(prog, method, tier, args, min_time / 2, m.math)
     return res
 
 
-def _two_threads(prog, method, tier, args, seconds):
+def _two_threads(prog, method, tier, args, seconds, math="exact"):
     """Executes per second with two threads, each running its own loaded Method
     (one intra-op thread each, so the two threads are the parallelism)."""
     import threading
 
-    methods = [prog.load_method(method, tier=tier, threads=1) for _ in range(2)]
+    methods = [prog.load_method(method, tier=tier, threads=1, math=math) for _ in range(2)]
     counts = [0, 0]
     stop = time.perf_counter() + seconds
 
@@ -158,7 +159,8 @@ def _fmt(s):
 def report(r: BenchResult, out=None) -> None:
     out = sys.stdout if out is None else out
     w = out.write
-    w(f"{r.file} [{r.method}] tier={r.tier}, threads={r.threads}, {r.instructions} instructions\n")
+    w(f"{r.file} [{r.method}] tier={r.tier}, math={r.math}, threads={r.threads}, "
+      f"{r.instructions} instructions\n")
     w(f"  load: cold {_fmt(r.load_cold_s)}, warm {_fmt(r.load_warm_s)}"
       f"{'' if r.theirs_load_s is None else f', executorch.runtime {_fmt(r.theirs_load_s)}'}\n")
     w(f"  execute (median): pyruntime {_fmt(r.ours_s)}")

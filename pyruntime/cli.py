@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -22,6 +23,7 @@ from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.instructions import Op
 from pyruntime.program import TensorInfo
 from pyruntime.runtime import Runtime
+from pyruntime.mathmode import MODES, default_math, set_default_math
 from pyruntime.method import TIERS
 
 
@@ -125,8 +127,8 @@ def inspect_ops(path, data_path=None, out=None) -> None:
     w = out.write
     for name in prog.method_names:
         meta = prog.metadata(name)
-        w(f"method {name!r}: operators by tier\n")
         missing = sorted(op for op in meta.operator_counts if not has_kernel(op))
+        w(f"method {name!r}: operators by tier (math: {default_math()})\n")
         compiled = {}
         if not missing:
             m = prog.load_method(name, tier="fast")
@@ -137,17 +139,19 @@ def inspect_ops(path, data_path=None, out=None) -> None:
             runs = {**fp.calls, **({pc: r for pc, r, _ in fp.fusions} if fp.fused else {})}
             for pc, ins in enumerate(fp.flat):
                 if ins.op is Op.KERNEL:
-                    c = compiled.setdefault(ins.name, [0, 0, 0, 0, 0])
+                    c = compiled.setdefault(ins.name, [0, 0, 0, 0, 0, 0])
                     # compiled / reference / folded / fused into a convolution
                     c[3 if pc in fused_into else {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
                     c[4] += pc not in fused_into and kinds[pc] == 0 and len(runs.get(pc, ())) > 2
+                    c[5] += pc in fp.fast_math  # a fast-math kernel (math="fast")
         for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             if op in missing:
                 close = ", ".join(closest_names(op))
                 w(f"    {n:5d}  {op}: MISSING (closest: {close or 'none'})\n")
             else:
-                fast, ref, folded, fused, split = compiled.get(op, (0, n, 0, 0, 0))
-                extra = f", {folded} folded into constant views" if folded else ""
+                fast, ref, folded, fused, split, fm = compiled.get(op, (0, n, 0, 0, 0, 0))
+                extra = f" ({fm} with fast math)" if fm else ""
+                extra += f", {folded} folded into constant views" if folded else ""
                 extra += f", {fused} fused into the convolution before" if fused else ""
                 extra += f", {split} split over {m.threads} threads" if split else ""
                 w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference{extra}\n")
@@ -284,7 +288,15 @@ def main(argv=None) -> int:
     speech_cli.add_parser(sub)
     from pyruntime import warmup  # `warmup`: compile fast-tier kernels ahead of use
     warmup.add_parser(sub)
+    for p in sub.choices.values():  # every command loads a method
+        p.add_argument("--math", choices=MODES, default=None,
+                       help="exact (default, $PYRUNTIME_MATH): executorch.runtime's numbers bit "
+                            "for bit; fast: FMA, reassociated sums, vector transcendentals, "
+                            "within 1e-4 x max(1, |ref|)")
     args = ap.parse_args(argv)
+    if args.math is not None:  # this process's default, and its workers' (batch, warmup)
+        set_default_math(args.math)
+        os.environ["PYRUNTIME_MATH"] = args.math
     try:
         if args.cmd == "inspect":
             if args.memory_plot:

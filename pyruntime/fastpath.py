@@ -76,7 +76,7 @@ class FastPlan:
         self.dyn_scalars = {j for j in dynamic if not isinstance(values[j], (ETensor, ListRef))}
         self.repointed = set()  # tensors whose data pointer compiled et_view changes
         self.loop = method.loop  # the one loop: this plan binds its compiled instructions
-        self.ctx = BindContext(self.table, rows, [], method.threads)
+        self.ctx = BindContext(self.table, rows, [], method.threads, method.math)
         self.sync = []  # per pc: value indices whose tensors are synced around Python calls
         self.scalar_in = []  # per pc: run-time scalars a Python call reads
         self.scalar_out = []  # per pc: run-time scalars a Python call writes
@@ -86,6 +86,10 @@ class FastPlan:
         self.calls = {}  # pc -> what the loop runs (``Loop.set_kernel``'s arguments)
         self.explain = {}  # pc -> explain(status) of a compiled delegate call
         self.dynamic = dynamic
+        self.fast_math = set()  # pcs bound to a fast-math kernel (method.math == "fast")
+        # with math="fast", the calls that stay exact: they feed a quantize op
+        self.exact = fusion.feeds_quantize(self.flat, values) if method.math == "fast" \
+            else set()
         # pc -> kernel body not compiled yet (background compile mode, ``kernels.fast.jit``):
         # the instruction runs on the reference kernel until ``poll`` binds it
         self.pending: dict = {}
@@ -101,6 +105,7 @@ class FastPlan:
         self.fused = False
         for pc, members, out in fusion.find_groups(self):
             try:
+                self._set_math(pc)
                 r = fusion.bind_group(self, pc, members, out)
             except (ExecuTorchError, TypeError, ValueError, AttributeError, IndexError):
                 r = None  # an optimisation only: the group runs unfused, as each compiled
@@ -111,6 +116,11 @@ class FastPlan:
         self.set_fused(True)
         if self.pending or self._also_compile:
             self._request()
+
+    def _set_math(self, pc):
+        """The math mode binders see for instruction ``pc``: the method's, but exact for
+        an instruction feeding a quantize op (``fusion.feeds_quantize``)."""
+        self.ctx.math = "exact" if pc in self.exact else self.m.math
 
     def _fuse_runs(self):
         """(Re)make the runs of fixed-shape binary ops (``fusion.find_runs``) from the calls
@@ -168,6 +178,8 @@ class FastPlan:
         reference kernel (for good, or until ``poll`` finds its kernel compiled)."""
         ins = self.flat[pc]
         values, dynamic = self.m.values, self.dynamic
+        self._set_math(pc)
+        picks = self.ctx.fast_picks
         try:
             if ins.op is Op.KERNEL:
                 ok = not self._reads_dataless(ins, values) and \
@@ -180,6 +192,8 @@ class FastPlan:
         self.pending.pop(pc, None)
         if ok:
             self.compiled += 1
+            if self.ctx.fast_picks != picks:
+                self.fast_math.add(pc)
         return ok
 
     def _request(self):

@@ -31,11 +31,18 @@ writes its own out, only the per-op dispatch goes. The same conditions on jumps 
 
 An event tracer sees the unfused instructions (``FastPlan.set_fused(False)``
 while it runs), so every intermediate is observable when tracing asks for it.
+
+With ``math="fast"``, ``feeds_quantize`` finds the instructions that must stay exact:
+those whose results reach a quantize op without passing a dequantize (the float
+convolution of an int8 PT2E program, an 8da4w model's activations before their
+per-token quantization). There a last-bit change flips whole quantisation steps, which
+then spread through every later layer.
 """
 from __future__ import annotations
 
 from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.instructions import CALLS, Op
+from pyruntime.kernels.schemas import SCHEMAS
 from pyruntime.values import ListRef
 
 CONV = "aten::convolution.out"
@@ -123,6 +130,46 @@ def _fusable(plan, pc, members, out) -> bool:
     tensors = [values[j] for p in pcs for j in plan.flat[p].args[:plan.flat[p].nargs]
                if isinstance(values[j], ETensor)]
     return all(t.storage is not None for t in tensors)
+
+
+def _quant_kind(name: str) -> str:
+    """"q" for a quantize op, "dq" for a dequantize op, "" otherwise."""
+    op = name.split("::")[-1]
+    return "q" if op.startswith("quantize_") else "dq" if op.startswith("dequantize_") else ""
+
+
+def feeds_quantize(flat, values) -> set:
+    """The pcs of the kernel calls whose results reach a quantize op's input without
+    passing a dequantize op (through any chain of kernel calls and moves)."""
+    writer = {}  # value index -> the pc writing it (an out-variant op's outs, a move's dst)
+    for pc, ins in enumerate(flat):
+        if ins.op is Op.MOVE:
+            writer[ins.dst] = pc
+        elif ins.op is Op.KERNEL and ins.args:
+            n = SCHEMAS.get(ins.name, ("", 1))[1] or 1
+            for j in ins.args[-n:]:
+                writer[j] = pc
+
+    def inputs(ins):
+        if ins.op is Op.MOVE:
+            return [ins.src]
+        n = SCHEMAS.get(ins.name, ("", 1))[1] or 1
+        out = []
+        for j in ins.args[:-n]:
+            v = values[j]
+            out += [k for k in v.items if k >= 0] if isinstance(v, ListRef) else [j]
+        return out
+
+    exact = set()
+    todo = [j for ins in flat if ins.op is Op.KERNEL and _quant_kind(ins.name) == "q"
+            for j in inputs(ins)[:1]]
+    while todo:
+        pc = writer.get(todo.pop())
+        if pc is None or pc in exact or _quant_kind(flat[pc].name) == "dq":
+            continue
+        exact.add(pc)
+        todo += inputs(flat[pc])
+    return exact
 
 
 def bind_group(plan, pc, members, out):

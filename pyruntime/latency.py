@@ -93,13 +93,13 @@ def _busy(k: int) -> list:
 
 
 def measure(path, method="forward", inputs=None, rate=None, seconds=5.0, threads=1,
-            load=0, vs_executorch=False, warmup_s=0.5, tier="fast") -> dict:
+            load=0, vs_executorch=False, warmup_s=0.5, tier="fast", math=None) -> dict:
     """{"pyruntime": Latency, "executorch": Latency or absent}; see the module doc."""
     from pyruntime.bench import _executorch_method, _inputs
     from pyruntime.runtime import Runtime
 
     prog = Runtime.get().load_program(path)
-    m = prog.load_method(method, tier=tier, threads=threads)
+    m = prog.load_method(method, tier=tier, threads=threads, math=math)
     m.wait_compiled()
     meta = prog.metadata(method)
     if inputs is None:

@@ -16,7 +16,7 @@ from pyruntime.cython_ext.tensor import Dynamism, ETensor
 from pyruntime.cython_ext._loop import NOT_EXACT, Bound, Loop
 from pyruntime.delegates import backend_registry
 from pyruntime.kernels.registry import get_kernel, has_kernel, missing_operators_error
-from pyruntime import threads as threads_mod
+from pyruntime import mathmode, threads as threads_mod
 from pyruntime.argcheck import check_kernel_args
 from pyruntime.instructions import DelegateCall, Free, JumpFalse, KernelCall, Move, Op
 from pyruntime.values import ListRef, ValueBuilder
@@ -49,7 +49,7 @@ class Method:
 
     def __init__(self, program, plan, tier: str = "fast", data_map=None,
                  max_planned_bytes=None, max_instructions=MAX_INSTRUCTIONS, threads=None,
-                 backends=None):
+                 backends=None, math=None):
         self.program = program
         self.allowed_backends = None if backends is None else frozenset(
             (backends,) if isinstance(backends, str) else backends)
@@ -60,6 +60,13 @@ class Method:
         self.plan = plan
         self.name = plan.name or ""
         self.tier = tier
+        # the arithmetic the fast tier's kernels use (pyruntime.mathmode): the other tiers
+        # are exact whatever is asked
+        try:
+            mode = mathmode.default_math() if math is None else mathmode.check_math(math)
+        except ValueError as e:
+            raise ExecuTorchError(ErrorCode.InvalidArgument, f"method {self.name!r}: {e}") from e
+        self.math = mode if tier == "fast" else "exact"
         self._lock = threading.Lock()
         pte = program._pte
         where = f"method {self.name!r}"

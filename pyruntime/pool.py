@@ -104,6 +104,7 @@ class MethodPool:
         self._closed = False
         self._free.append(self._load())  # load one now: a bad program fails here, not later
         self._count = 1
+        self.math = self._free[0].math  # the mode every copy runs (pyruntime.mathmode)
 
     @property
     def loaded(self) -> int:
@@ -197,13 +198,14 @@ class BatchPredictor:
     """
 
     def __init__(self, program, method: str = "forward", tier: str = "fast",
-                 input_columns=None, profile=None, threads: int | None = None):
+                 input_columns=None, profile=None, threads: int | None = None,
+                 math: str | None = None):
         from pyruntime.profiles import get_profile
 
         prog = as_program(program)
         self.meta = prog.metadata(method)
         profile = None if profile is None else get_profile(profile)
-        self.method = load_as(prog, method, tier, profile, threads)
+        self.method = load_as(prog, method, tier, profile, threads, math=math)
         self.input_columns = list(input_columns) if input_columns is not None else None
 
     def _columns(self, batch) -> list:

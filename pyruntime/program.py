@@ -173,7 +173,7 @@ class Program:
 
     def load_method(self, name: str = "forward", tier: str = "fast", data_map=None,
                     max_planned_bytes=None, max_instructions=None, threads=None,
-                    backends=None):
+                    backends=None, math=None):
         """Load one method: arenas allocated, constants bound, delegates initialized.
 
         ``tier="fast"`` (the default) runs the compiled kernels (Numba, cached on disk:
@@ -188,8 +188,13 @@ class Program:
         ``backends`` lists the backend ids the device has (default: every one this
         host has); a delegate of any other backend fails to load with NotFound, as
         on a device without it (see ``pyruntime.profiles`` for device profiles).
+        ``math="fast"`` lets the fast tier's hot kernels use FMA, reassociated sums and
+        vector approximations of the transcendentals (within 1e-4 x max(1, |ref|) of the
+        exact results; ``pyruntime.mathmode``); the default, ``Runtime.get().math``, is
+        ``"exact"``: ExecuTorch's numbers bit for bit.
 
         >>> # m = program.load_method("forward", max_planned_bytes=512 * 1024)
+        >>> # fast = program.load_method("forward", math="fast")
         """
         from pyruntime.method import Method  # method imports this module's helpers
 
@@ -200,7 +205,7 @@ class Program:
         kwargs = {} if max_instructions is None else {"max_instructions": max_instructions}
         return Method(self, self._plan(name), tier=tier, data_map=external,
                       max_planned_bytes=max_planned_bytes, threads=threads, backends=backends,
-                      **kwargs)
+                      math=math, **kwargs)
 
     # ---- internals used by Method and the CLI -------------------------------------
     def _named_data_map(self, external):

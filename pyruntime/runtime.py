@@ -5,7 +5,7 @@ import os
 
 from pyruntime.delegates import backend_registry
 from pyruntime.kernels.registry import registered_names
-from pyruntime import threads as threads_mod
+from pyruntime import mathmode, threads as threads_mod
 from pyruntime.program import Program
 
 
@@ -38,6 +38,17 @@ class Runtime:
     @threads.setter
     def threads(self, n: int) -> None:
         threads_mod.set_default_threads(n)
+
+    @property
+    def math(self) -> str:
+        """Default math mode of methods loaded from now on: ``"exact"`` (ExecuTorch's numbers
+        bit for bit) or ``"fast"`` (``pyruntime.mathmode``); ``$PYRUNTIME_MATH`` sets it
+        for a process."""
+        return mathmode.default_math()
+
+    @math.setter
+    def math(self, mode: str) -> None:
+        mathmode.set_default_math(mode)
 
     @classmethod
     def get(cls) -> "Runtime":

@@ -190,7 +190,7 @@ class PteServer(ThreadingHTTPServer):
 
     def __init__(self, address, program, method="forward", tier="fast", workers=None,
                  profile=None, max_body=MAX_BODY, verbose=False, idle_timeout=IDLE_TIMEOUT,
-                 request_timeout=REQUEST_TIMEOUT, max_connections=MAX_CONNECTIONS):
+                 request_timeout=REQUEST_TIMEOUT, max_connections=MAX_CONNECTIONS, math=None):
         from pyruntime.profiles import get_profile
 
         for name, v in (("idle_timeout", idle_timeout), ("request_timeout", request_timeout),
@@ -203,7 +203,8 @@ class PteServer(ThreadingHTTPServer):
         fit = profile.check(prog, method) if profile is not None else None
         if fit is not None:
             fit.raise_if_unfit()
-        self.pool = MethodPool(prog, method, size=workers, tier=tier, profile=profile)
+        self.pool = MethodPool(prog, method, size=workers, tier=tier, profile=profile,
+                               math=math)
         self.meta = self.pool.meta
         self.max_body, self.verbose = max_body, verbose
         self.idle_timeout, self.request_timeout = float(idle_timeout), float(request_timeout)
@@ -214,6 +215,7 @@ class PteServer(ThreadingHTTPServer):
         self._refusing = 0  # of them, being answered 503 now
         self.metadata = {
             "method": method, "tier": tier, "workers": self.pool.size,
+            "math": self.pool.math,
             "inputs": [_describe(i) for i in self.meta.inputs],
             "outputs": [_describe(o) for o in self.meta.outputs],
             "planned_bytes": sum(self.meta.planned_buffer_sizes),

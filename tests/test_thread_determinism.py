@@ -25,7 +25,7 @@ import pytest
 import pyruntime
 from pyruntime.pool import MethodPool
 from tests.programs.fixtures import FIXTURE_NAMES, get_fixture
-from tests.programs.test_parity import BIT_IDENTICAL, assert_output_parity
+from tests.programs.test_parity import BIT_IDENTICAL, FAST_MATH_USED, assert_output_parity
 
 EXECUTES = 100  # per program and thread count
 STATEFUL = ("llama_kv", "llama_sdpa_kv", "whisper")  # KV caches carried between calls
@@ -47,17 +47,17 @@ def _busy():
         p.wait()
 
 
-def _one_thread(name):
+def _one_thread(name, math="exact"):
     """(fixture, program, the one-thread outputs of each call, checked against
     executorch.runtime: bit for bit where the program is, else the parity bound)."""
     fx = get_fixture(name)
     prog = pyruntime.Runtime.get().load_program(fx.pte_path, data_path=fx.ptd_path)
-    m = prog.load_method(fx.method, threads=1)
+    m = prog.load_method(fx.method, threads=1, math=math)
     want = []
     for step, (inputs, expected) in enumerate(zip(fx.calls, fx.expected)):
         got = m.execute(inputs)
         for i, (g, e) in enumerate(zip(got, expected)):
-            if name in BIT_IDENTICAL:
+            if name in BIT_IDENTICAL and math == "exact":
                 assert np.array_equal(_bits([g])[0], _bits([e])[0]), \
                     f"{name} call {step} output {i}: threads=1 differs from executorch.runtime"
             else:
@@ -66,16 +66,16 @@ def _one_thread(name):
     return fx, prog, want
 
 
-def _stress(fx, prog, want, threads, executes=EXECUTES):
+def _stress(fx, prog, want, threads, executes=EXECUTES, math="exact"):
     """How many of ``executes`` runs at ``threads`` differ from the one-thread bits, and
     the first one that did."""
     calls, stateful = fx.calls, fx.name in STATEFUL
-    m = prog.load_method(fx.method, threads=threads)
+    m = prog.load_method(fx.method, threads=threads, math=math)
     bad, first = 0, None
     for k in range(executes):
         step = k % len(calls)
         if stateful and step == 0 and k:
-            m = prog.load_method(fx.method, threads=threads)  # the state starts over
+            m = prog.load_method(fx.method, threads=threads, math=math)  # state starts over
         got = _bits(m.execute(calls[step]))
         if any(not np.array_equal(a, b) for a, b in zip(got, want[step])) \
                 or len(got) != len(want[step]):
@@ -101,6 +101,24 @@ def test_every_execute_equals_the_one_thread_result(name):
     with _busy():
         rounds("beside a busy process", (2, 3))
     assert not report, f"{name}: " + "; ".join(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAST_MATH_USED)
+def test_fast_math_executes_equal_the_one_thread_fast_result(name):
+    """``math="fast"`` splits its kernels into parts as the exact mode does (output planes,
+    rows, columns, each computed as in one thread): its results are the same at every
+    thread count and on every run, though not executorch.runtime's bits."""
+    fx, prog, want = _one_thread(name, math="fast")
+    report = []
+    for load, counts in (("idle", (2, 3)), ("beside a busy process", (2,))):
+        with _busy() if load != "idle" else contextlib.nullcontext():
+            for threads in counts:
+                bad, first = _stress(fx, prog, want, threads, EXECUTES // 2, math="fast")
+                if bad:
+                    report.append(f"threads={threads} ({load}): {bad} of {EXECUTES // 2} "
+                                  f"differ (first at execute {first})")
+    assert not report, f"{name} [math=fast]: " + "; ".join(report)
 
 
 @pytest.mark.slow

@@ -25,12 +25,24 @@ class BindContext:
     integers, and floats stored bit-for-bit (``ctx.f64(x)``).
     """
 
-    def __init__(self, table, rows_by_id, scratch, threads=1):
+    def __init__(self, table, rows_by_id, scratch, threads=1, math="exact"):
         self.table = table
         self._rows = rows_by_id
         self.blocks = []
         self.scratch = scratch  # list of scratch buffers to keep alive
         self.threads = threads  # how many parts a binder may split a kernel into
+        # "fast": a binder may pick a kernel that fuses multiply-adds, reassociates sums or
+        # approximates transcendentals (pyruntime.mathmode); "exact": ExecuTorch's numbers
+        self.math = math
+        self.fast_picks = 0  # how many binds took a fast-math kernel (inspect --ops counts)
+
+    def pick_fast(self) -> int:
+        """1 when the method runs ``math="fast"`` (counted: this bind takes a fast-math
+        kernel), else 0: binders put it in the argument block or choose a kernel by it."""
+        if self.math != "fast":
+            return 0
+        self.fast_picks += 1
+        return 1
 
     def desc(self, t) -> int:
         return self.table.addr(self._rows[id(t)])

@@ -25,7 +25,7 @@ import numpy as np
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.conv_direct import EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, _direct, _epilogue
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.gemm import MR, nr_of
+from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, desc, lazy, ptr_like, resize_to)
 from pyruntime.kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
@@ -36,7 +36,7 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # weight packed per group for ``ordered_gemm`` at load when it is a constant, else 0; B_WK:
 # how it is packed (``ordered.PK_*``), read only when B_WT is set)
 B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
-    B_WT, B_WK, B_EP, B_EPF, B_MOVE, B_PART, B_NPART, B_ROWS = range(22)
+    B_WT, B_WK, B_EP, B_EPF, B_MOVE, B_PART, B_NPART, B_ROWS, B_FMA = range(23)
 # A fused epilogue (``bind_fused``): B_EP, when not 0, is the address of the per-channel
 # constants ``_epilogue`` reads; B_EPF says which parts are fused (EP_* bits; 0: none);
 # B_MOVE, when not 0, is the descriptor the result is then moved to (B_OUT is the conv's
@@ -52,6 +52,7 @@ EP_CHUNK = 512  # output columns per gemm call when an epilogue follows
 # scratch. B_NPART 0: the whole call. The prep
 # block's B_FN holds the multiply-adds below which the prep call does the whole call
 # itself at the run's sizes (and returns SPLIT_WHOLE: the loop then skips the parts).
+# B_FMA: 1 (math="fast") fuses the products' multiply-adds.
 PART_PREP, PART_POST = -1, -2
 # multiply-adds below which a convolution is not split: the pool's threads are awake during a
 # run, so even a small layer gains (threads=2: MobileNetV2@224 -5%, DeepLabV3 at 96x96 -21%
@@ -107,7 +108,7 @@ def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c
 
 @njit
 def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
-               OH, OW, zero, item, ep, flags, c0, c1, r0, r1):
+               OH, OW, zero, item, ep, flags, c0, c1, r0, r1, fma):
     """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order,
     then the fused epilogue (if any) on the block while it is recent; only output
     columns [c0, c1) of each plane, and rows [r0, r1) of each group's (a packed weight's
@@ -140,7 +141,7 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
                 ordered_gemm(r1 - r0, nc, kg, w[0] + (gi * og + r0) * kg * item, kg, 1,
                              pb + j0 * item, ldb, 1,
                              o[0] + ((n * O + gi * og + r0) * L + j0) * item, L, gscr, zero,
-                             item, pwt, wk if wt else 0)
+                             item, pwt, wk if wt else 0, fma)
                 if flags:
                     of = ptr_like(o[0], zero)
                     for oc in range(gi * og + r0, gi * og + r1):
@@ -253,7 +254,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             wt = block[B_WT]
             wk = block[B_WK] if wt else 0
             _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh,
-                       dw, OH, OW, zero, item, ep, flags, c0, c1, r0, r1)
+                       dw, OH, OW, zero, item, ep, flags, c0, c1, r0, r1, block[B_FMA])
     elif flags:
         for p in range(p0, p1):
             if q0 <= p % O < q1:
@@ -397,16 +398,19 @@ def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
     return parts[0], parts if n > 1 else [], rows
 
 
-def _bind(ctx, words, parts, rows, tail):
+def _bind(ctx, words, parts, rows, tail, weight):
     """The whole call's block, and its parts' (``BindContext.bind_split``)."""
     fn = lazy(conv_kernel)
+    # math="fast": the gemm's multiply-adds fused (the direct loop of a depthwise
+    # convolution is bound by its loads: it runs as in exact mode)
+    fma = ctx.pick_fast() if weight.shape[1] != 1 and has_fma() else 0
     if not parts:
-        return ctx.bind(fn, words + tail + [0, 0, 0])
+        return ctx.bind(fn, words + tail + [0, 0, 0, fma])
     n = len(parts)
-    return ctx.bind_split(fn, words + tail + [0, 0, 0], [w + tail + [k, n, rows] for k, w in
-                                                         enumerate(parts)],
-                          [SPLIT_MACS] + words[1:] + tail + [PART_PREP, n, rows],
-                          words + tail + [PART_POST, n, rows] if tail[2] else None)
+    return ctx.bind_split(fn, words + tail + [0, 0, 0, fma],
+                          [w + tail + [k, n, rows, fma] for k, w in enumerate(parts)],
+                          [SPLIT_MACS] + words[1:] + tail + [PART_PREP, n, rows, fma],
+                          words + tail + [PART_POST, n, rows, fma] if tail[2] else None)
 
 
 @register_fast("aten::convolution.out")
@@ -414,7 +418,7 @@ def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transp
                      output_padding, groups, out):  # noqa: A002 - schema names
     r = _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed, groups,
                     out)
-    return None if r is None else _bind(ctx, *r, [0, 0, 0])
+    return None if r is None else _bind(ctx, *r, [0, 0, 0], weight)
 
 
 def _constant(t, n, dt):
@@ -480,4 +484,4 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
         return None
     ctx.scratch.append(ep)
     move = 0 if conv_out is None else ctx.desc(out)
-    return _bind(ctx, *r, [ep.ctypes.data, flags, move])
+    return _bind(ctx, *r, [ep.ctypes.data, flags, move], weight)

@@ -17,6 +17,8 @@ from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
                              ST_I64, SPLIT_WHOLE, bits_to_f64, desc, flat, is_contiguous, lazy,
                              ptr_like, resize_like, resize_to, same_shape)
+from pyruntime.kernels.fast.fastmath import (exp_fast, gelu_fast, gelu_tanh_fast, sigmoid_fast,
+                                             silu_fast, tanh_fast)
 from pyruntime.kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -365,6 +367,86 @@ def bind_mul_scalar(ctx, self, other, out):
 # ---- unary ------------------------------------------------------------------------
 (U_RELU, U_SIGMOID, U_TANH, U_EXP, U_NEG, U_ABS, U_SQRT, U_RSQRT, U_CLAMP, U_GELU,
  U_GELU_TANH, U_SILU) = range(12)
+# math="fast" on float32: kernels.fast.fastmath's vectorizing approximations
+U_FAST = 12  # op codes from here: U_FAST + the exact op's code
+FAST_OPS = frozenset({U_SIGMOID, U_TANH, U_EXP, U_GELU, U_GELU_TANH, U_SILU})
+
+
+@njit(inline="always")
+def _fast_un(op, x):
+    if op == U_SIGMOID:
+        return sigmoid_fast(x)
+    if op == U_TANH:
+        return tanh_fast(x)
+    if op == U_EXP:
+        return exp_fast(x)
+    if op == U_GELU:
+        return gelu_fast(x)
+    if op == U_GELU_TANH:
+        return gelu_tanh_fast(x)
+    return silu_fast(x)
+
+
+@njit(inline="always")
+def _fast_range(op, x, z, i0, i1):
+    """z[i] = op(x[i]) for i in [i0, i1), one loop per op so that each vectorizes."""
+    if op == U_SIGMOID:
+        for i in range(i0, i1):
+            z[i] = sigmoid_fast(x[i])
+    elif op == U_TANH:
+        for i in range(i0, i1):
+            z[i] = tanh_fast(x[i])
+    elif op == U_EXP:
+        for i in range(i0, i1):
+            z[i] = exp_fast(x[i])
+    elif op == U_GELU:
+        for i in range(i0, i1):
+            z[i] = gelu_fast(x[i])
+    elif op == U_GELU_TANH:
+        for i in range(i0, i1):
+            z[i] = gelu_tanh_fast(x[i])
+    else:
+        for i in range(i0, i1):
+            z[i] = silu_fast(x[i])
+
+
+@njit
+def _fast_unary(op, a, o, part, npart, least):
+    """``_unary_typed`` of a fast-math op (``op`` the exact op's code) on float32."""
+    done = OK
+    if npart == 0 or part < 0:
+        st = resize_like(o, a)
+        if st != OK:
+            return st
+        if part < 0:
+            if o[3] >= least:
+                return OK
+            npart, done = 0, SPLIT_WHOLE
+    m = np.float32(0)
+    x = flat(a, m)
+    z = flat(o, m)
+    n = o[3]
+    if is_contiguous(a) and is_contiguous(o):
+        i0, i1 = (n * part // npart, n * (part + 1) // npart) if npart else (0, n)
+        _fast_range(op, x, z, i0, i1)
+        return done
+    if part > 0:  # strided: part 0 does all
+        return OK
+    nd = a[2]
+    idx = np.zeros(16, np.int64)
+    for k in range(n):
+        pa = 0
+        po = 0
+        for i in range(nd):
+            pa += idx[i] * a[24 + i]
+            po += idx[i] * o[24 + i]
+        z[po] = _fast_un(op, x[pa])
+        for i in range(nd - 1, -1, -1):
+            idx[i] += 1
+            if idx[i] < a[8 + i]:
+                break
+            idx[i] = 0
+    return done
 
 
 @njit(inline="always")
@@ -460,6 +542,9 @@ def unary_kernel(block):
     hi = bits_to_f64(block[4])
     part, npart, least = block[5], block[6], block[7]
     dt = o[1]
+    if op >= U_FAST:  # (bound on float32 only)
+        return _fast_unary(op - U_FAST, a, o, part, npart, least) if dt == ST_F32 \
+            else NOT_SUPPORTED
     if dt == ST_F32:
         return _unary_typed(op, a, o, np.float32(lo), np.float32(hi), np.float32(0), part, npart,
                             least)
@@ -484,8 +569,11 @@ SPLIT_ELEMS = 1 << 14
 def _bind_unary(ctx, op, a, out, lo=0.0, hi=0.0, ints=False):
     if not _same_dtype(FLOATS + (INTS if ints else ()), a, out):
         return None
+    split = op in _SPLIT and out.numel >= SPLIT_ELEMS
+    if op in FAST_OPS and out.dtype == np.float32 and ctx.pick_fast():
+        op += U_FAST
     words = [op, ctx.desc(a), ctx.desc(out), ctx.f64(lo), ctx.f64(hi)]
-    n = min(ctx.threads, out.numel) if op in _SPLIT and out.numel >= SPLIT_ELEMS else 1
+    n = min(ctx.threads, out.numel) if split else 1
     if n < 2:
         return ctx.bind(lazy(unary_kernel), words + [0, 0, 0])
     return ctx.bind_split(lazy(unary_kernel), words + [0, 0, 0],

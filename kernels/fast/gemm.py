@@ -33,6 +33,14 @@ def nr_of(itemsize):
     return 64 // itemsize
 
 
+def has_fma() -> bool:
+    """Whether kernels compile for a target with FMA (else math="fast" keeps the exact
+    products: ``llvm.fma`` would be a library call per element there)."""
+    from pyruntime.kernels.fast import objcache
+
+    return "+fma" in objcache._magic()[2].split(",")
+
+
 def wide_vectors() -> bool:
     """Whether kernels compile for a target with AVX-512 (``objcache._magic``: Numba's own
     target, so the object and Numba caches, keyed by it, never mix the two)."""
@@ -41,7 +49,7 @@ def wide_vectors() -> bool:
     return "+avx512f" in objcache._magic()[2].split(",")
 
 
-def _microkernel(mr, panels=1):
+def _microkernel(mr, panels=1, fma=False):
     """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, marker)``: C[0:mr, 0:NR] (row stride
     ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in order;
     B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 it takes
@@ -49,7 +57,11 @@ def _microkernel(mr, panels=1):
     0:panels*NR] from ``panels`` B panels ``pstride`` elements apart, each element the
     same sum: in one k loop (more accumulators in flight: one row, a matrix-vector product,
     is latency-bound on one panel's) when there are registers for them (one row, or
-    512-bit vectors: 32 registers, one vector per panel row), else one loop per panel."""
+    512-bit vectors: 32 registers, one vector per panel row), else one loop per panel.
+    With ``fma`` (``math="fast"``, on a target with FMA: ``has_fma``) each step is one
+    ``llvm.fma`` (one rounding instead of two; half the instructions). Always the
+    intrinsic, never a ``contract`` flag: LLVM may or may not honour a flag in each
+    compiled copy, and then a result would depend on which kernel variant computed it."""
     def typer(nargs, marker):
         return types.void(*([types.int64] * (nargs - 1)), marker), codegen
 
@@ -75,6 +87,10 @@ def _microkernel(mr, panels=1):
         B = builder.inttoptr(pb, fp)
         C = builder.inttoptr(pc, fp)
         zero = ir.Constant(vty, [ir.Constant(fty, 0.0)] * w)
+        if fma:
+            vfma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+                f"llvm.fma.v{w}f{32 if mt == types.float32 else 64}")
         undef = ir.Constant(vty, ir.Undefined)
         splat_mask = ir.Constant(ir.VectorType(i32, w), [ir.Constant(i32, 0)] * w)
         together = panels == 1 or mr == 1 or vpp == 1
@@ -119,8 +135,11 @@ def _microkernel(mr, panels=1):
                         builder.insert_element(undef, a, ir.Constant(i32, 0)), undef,
                         splat_mask)
                     for v in range(len(vs)):
-                        p = builder.fmul(av, bv[v])
-                        builder.store(builder.fadd(builder.load(acc[r][v]), p), acc[r][v])
+                        if fma:
+                            s = builder.call(vfma, [av, bv[v], builder.load(acc[r][v])])
+                        else:
+                            s = builder.fadd(builder.load(acc[r][v]), builder.fmul(av, bv[v]))
+                        builder.store(s, acc[r][v])
             for r in range(mr):
                 for v, (q, i) in enumerate(vs):
                     builder.store(builder.load(acc[r][v]), cptr(r, q, i), align=align)
@@ -140,6 +159,26 @@ def _microkernel(mr, panels=1):
 _mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
 _mk1x4 = _microkernel(1, panels=4)  # one row, four panels: 8 accumulators in flight
 _mk6x2 = _microkernel(MR, panels=2)  # a full tile, two panels: 12 with 512-bit vectors
+# the same with FMA (math="fast")
+_fk1, _fk2, _fk3, _fk4, _fk5, _fk6 = (_microkernel(r, fma=True) for r in range(1, 7))
+_fk1x4 = _microkernel(1, panels=4, fma=True)
+_fk6x2 = _microkernel(MR, panels=2, fma=True)
+
+
+@njit(inline="always")
+def _fmk(mr, pa, pb, ldb, pc, ldc, kc, load, zero):
+    if mr == 6:
+        _fk6(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 5:
+        _fk5(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 4:
+        _fk4(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 3:
+        _fk3(pa, pb, ldb, pc, ldc, kc, load, zero)
+    elif mr == 2:
+        _fk2(pa, pb, ldb, pc, ldc, kc, load, zero)
+    else:
+        _fk1(pa, pb, ldb, pc, ldc, kc, load, zero)
 
 
 @njit(inline="always")
@@ -250,11 +289,13 @@ def blocked_scratch(m, n, k, packed_a, packed_b, nr):
 
 
 @njit
-def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero, item):
+def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero, item,
+            fma=0):
     """C (m x n, element strides crs, ccs) = A @ B, every element a running sum in k order
     from zero. A, B by address and element strides, or (``pap``/``pbp`` != 0) already
     packed as ``pack_rows`` / ``pack_cols``. B with contiguous rows is read in place (only
-    a last, partial column panel is packed). ``S``: ``blocked_scratch`` elements."""
+    a last, partial column panel is packed). ``S``: ``blocked_scratch`` elements. ``fma``
+    (math="fast"): the micro-kernels fuse each multiply-add."""
     nr = 64 // item
     if m <= 0 or n <= 0:
         return
@@ -305,13 +346,18 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                             b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
                         else:
                             b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
+                        pt = pc + (i0 * crs + j) * item
                         if mr == 1:
-                            _mk1x4(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load,
-                                   zero)
+                            if fma:
+                                _fk1x4(a, b, ldb, pst, pt, crs, kc, load, zero)
+                            else:
+                                _mk1x4(a, b, ldb, pst, pt, crs, kc, load, zero)
                             jj += 4 * nr
                         else:
-                            _mk6x2(a, b, ldb, pst, pc + (i0 * crs + j) * item, crs, kc, load,
-                                   zero)
+                            if fma:
+                                _fk6x2(a, b, ldb, pst, pt, crs, kc, load, zero)
+                            else:
+                                _mk6x2(a, b, ldb, pst, pt, crs, kc, load, zero)
                             jj += 2 * nr
                         continue
                     jc = jj  # this panel's column in the block
@@ -326,13 +372,19 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                     else:
                         b, ldb = pbb + t0 * nr * item, nr
                     if nc == nr and ccs == 1:
-                        _mk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero)
+                        if fma:
+                            _fmk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero)
+                        else:
+                            _mk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero)
                         continue
                     if load:
                         for r in range(mr):
                             for c in range(nc):
                                 T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
-                    _mk(mr, a, b, ldb, tile, nr, kc, load, zero)
+                    if fma:
+                        _fmk(mr, a, b, ldb, tile, nr, kc, load, zero)
+                    else:
+                        _mk(mr, a, b, ldb, tile, nr, kc, load, zero)
                     for r in range(mr):
                         for c in range(nc):
                             C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]

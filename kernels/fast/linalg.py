@@ -6,7 +6,8 @@ the reference kernel. Each output is a running sum of its k products in order
 BLAS would reorder the sum. Inputs may be row-major or transposed (a matrix
 whose innermost dim is one of its last two): the strides are read at run time.
 Outs are contiguous. addmm then computes ``sum * alpha + self * beta`` (self
-broadcast; ignored when beta is 0, as ATen) and linear ``sum + bias``.
+broadcast; ignored when beta is 0, as ATen) and linear ``sum + bias``. With
+``math="fast"`` each multiply-add is fused (FMA): the same order, one rounding a step.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
-from pyruntime.kernels.fast.gemm import nr_of
+from pyruntime.kernels.fast.gemm import has_fma, nr_of
 from pyruntime.kernels.fast.ordered import (PK_B_COLS, gemm_scratch, ordered_gemm, pack_weight,
                                   scratch_size)
 
@@ -29,9 +30,9 @@ OP_MM, OP_BMM, OP_ADDMM, OP_LINEAR = range(4)
 # product, or with K_BYCOL its k-th share of the columns, in whole panels of ``nr_of``
 # columns: a matrix-vector product has one row; 0 parts: the whole call) and, in the prep
 # block, the multiply-adds below which the prep call does the whole call at the run's sizes
-# (returning SPLIT_WHOLE)
+# (returning SPLIT_WHOLE); K_FMA: 1 fuses each multiply-add (math="fast")
 K_OP, K_A, K_B, K_O, K_S, K_AL, K_BE, K_SCR, K_SCRN, K_BP, K_BK, K_PART, K_NPART, \
-    K_MIN, K_BYCOL = range(15)
+    K_MIN, K_BYCOL, K_FMA = range(16)
 SPLIT_MACS = 1 << 19  # multiply-adds below which a product is not split
 
 
@@ -122,7 +123,8 @@ def _matmul(block, alpha, beta, mk, item):
     for i in range(nb):  # (a packed B is never batched)
         ordered_gemm(r1 - r0, c1 - c0, k, a[0] + (i * a[24] + r0 * ars) * item, ars, acs,
                      b[0] + (i * b[24] + c0 * bcs) * item, brs, bcs,
-                     o[0] + ((i * m + r0) * n + c0) * item, n, scr, mk, item, pw, pwk)
+                     o[0] + ((i * m + r0) * n + c0) * item, n, scr, mk, item, pw, pwk,
+                     block[K_FMA])
     if op == OP_LINEAR and block[K_S] != 0:
         st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1, c0, c1)
     elif op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
@@ -182,7 +184,8 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         ctx.scratch.append(bp)
         packed = bp.ctypes.data
     words = [op, ctx.desc(a), ctx.desc(b), ctx.desc(out), 0 if s is None else ctx.desc(s),
-             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0, 0, int(bycol)]
+             ctx.f64(alpha), ctx.f64(beta), 0, 0, packed, kind, 0, 0, 0, int(bycol),
+             ctx.pick_fast() if has_fma() else 0]
     blocks = []
     for p in range(parts):  # the gemm's scratch at load-time (upper-bound) sizes, per part
         nelem = scratch_size(m if p == 0 else mp, n, k)  # (part 0's serves the whole call)
@@ -190,11 +193,11 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
         w[K_SCR], w[K_SCRN] = ctx.buffer(nelem * out.dtype.itemsize) if nelem else 0, nelem
         w[K_PART], w[K_NPART] = (p, parts) if parts > 1 else (0, 0)
         blocks.append(w)
-    whole = blocks[0][:K_PART] + [0, 0, 0, 0]
+    whole = blocks[0][:K_PART] + [0, 0, 0, 0, words[K_FMA]]
     if parts == 1:
         return ctx.bind(lazy(matmul_kernel), whole)
     return ctx.bind_split(lazy(matmul_kernel), whole, blocks,
-                          whole[:K_PART] + [-1, parts, SPLIT_MACS, int(bycol)])
+                          whole[:K_PART] + [-1, parts, SPLIT_MACS, int(bycol), words[K_FMA]])
 
 
 @register_fast("aten::mm.out")

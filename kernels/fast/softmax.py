@@ -8,8 +8,9 @@ For another dim a (D, inner) slab is swept row by row with per-column max and
 sum vectors, so every inner loop is contiguous. Stabilized like the
 reference: ``exp(x - max)``; NaN anywhere in a row gives a NaN row, an all
 -inf row too. That is ``_log_softmax.out`` (an ExecuTorch optimized kernel whose
-vectorized order is not reproduced); ``_softmax.out`` is ExecuTorch's portable
-loop element by element (``_softmax_et``), bit for bit.
+vectorized order is not reproduced), and ``_softmax.out`` with ``math="fast"``;
+otherwise ``_softmax.out`` is ExecuTorch's portable loop element by element
+(``_softmax_et``), bit for bit.
 """
 from __future__ import annotations
 
@@ -110,8 +111,12 @@ def _softmax_et(xv, z, outer, D, inner, m):
     return OK
 
 
+# block word 0: what the kernel computes
+MODE_SOFTMAX, MODE_LOG_SOFTMAX, MODE_SOFTMAX_FAST = range(3)
+
+
 @njit(error_model="numpy")
-def _softmax_typed(log, x, o, dim, scr, nscr, m):
+def _softmax_typed(mode, x, o, dim, scr, nscr, m):
     st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
     if st != OK:
         return st
@@ -129,8 +134,9 @@ def _softmax_typed(log, x, o, dim, scr, nscr, m):
             inner *= x[8 + i]
     xv = flat(x, m)
     z = flat(o, m)
-    if not log:
+    if mode == MODE_SOFTMAX:
         return _softmax_et(xv, z, outer, D, inner, m)
+    log = mode == MODE_LOG_SOFTMAX
     if inner == 1:
         for r in range(outer):
             b = r * D
@@ -189,16 +195,16 @@ def _softmax_typed(log, x, o, dim, scr, nscr, m):
 
 
 def softmax_kernel(block):
-    log = block[0] != 0
+    mode = block[0]
     x = desc(block[1])
     o = desc(block[2])
     dim = block[3]
     if x[1] != o[1]:
         return NOT_SUPPORTED
     if o[1] == ST_F32:
-        return _softmax_typed(log, x, o, dim, block[4], block[5], np.float32(0))
+        return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float32(0))
     if o[1] == ST_F64:
-        return _softmax_typed(log, x, o, dim, block[4], block[5], np.float64(0))
+        return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float64(0))
     return NOT_SUPPORTED
 
 
@@ -217,7 +223,8 @@ def _bind_softmax(ctx, log, self, dim, half_to_float, out):
     for s in self.shape[dim + 1:]:
         inner *= s
     nscr = inner if inner > 1 else 0
-    return ctx.bind(lazy(softmax_kernel), [int(log), ctx.desc(self), ctx.desc(out), dim,
+    mode = MODE_LOG_SOFTMAX if log else MODE_SOFTMAX_FAST if ctx.pick_fast() else MODE_SOFTMAX
+    return ctx.bind(lazy(softmax_kernel), [mode, ctx.desc(self), ctx.desc(out), dim,
                                            ctx.buffer(16 * nscr), nscr])
 
 

@@ -232,7 +232,8 @@ def _conv_fwd(blk, mk, item):
         _fake(fx, x, blk[C_SX], stc, x[3])
         _fake(fw, w, blk[C_SW], stc, w[3])
         _fake(fo, o, blk[C_SO0], stc, o[3])
-        cb = scratch(fa + CB_OFF * 8, 15)
+        cb = scratch(fa + CB_OFF * 8, 23)  # every word _conv reads (zero past 14: no parts,
+        # epilogue or FMA)
         cb[0], cb[14] = blk[C_FN], 0  # no packed weight: it is gathered on every run
         cb[1], cb[2], cb[4] = fa + F_X * 512, fa + F_W * 512, fa + F_O * 512
         cb[3] = 0
