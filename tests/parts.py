@@ -47,6 +47,8 @@ PARTS = {
     "scipy": Part("scipy (pocketfft, the FFT ExecuTorch uses)", "pip install -e '.[test]'"),
     "blas": Part("the OpenBLAS numpy's wheel bundles", "pip install numpy (a manylinux wheel)"),
     "cc": Part("a C compiler (the QNN test shim)", "apt-get install gcc"),
+    "shipped": Part("the kernels compiled ahead for this host's x86-64 level (release step)",
+                    "python -m pyruntime.kernels.fast.shipped build --targets host"),
     "opencl": Part("pyopencl and an OpenCL device (PoCL's CPU driver here)",
                    "apt-get install pocl-opencl-icd ocl-icd-libopencl1; pip install -e "
                    "'.[test]' (pyopencl)"),

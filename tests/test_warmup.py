@@ -118,6 +118,7 @@ def test_after_warmup_a_fresh_process_compiles_nothing(tmp_path, monkeypatch):
     from pyruntime.warmup import compile_kernels
 
     monkeypatch.setenv("PYRUNTIME_CACHE", str(tmp_path))  # an empty, private cache
+    monkeypatch.setenv("PYRUNTIME_SHIPPED", "0")  # and no kernels shipped with the package
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rep = compile_kernels([SMALL_KERNEL], jobs=1)
     assert rep.failed == [] and [r for r, _ in rep.compiled] == [SMALL_KERNEL]
@@ -155,7 +156,7 @@ def test_background_compile_runs_at_once_then_binds_the_compiled_kernels(tmp_pat
     process finds them cached."""
     pte, _ = small_program("linear_relu")
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(tmp_path),
-           "PYRUNTIME_COMPILE": "background"}
+           "PYRUNTIME_COMPILE": "background", "PYRUNTIME_SHIPPED": "0"}
 
     def child(wait):
         out = subprocess.run([sys.executable, "-c", _BACKGROUND, str(pte), str(wait)],
@@ -199,7 +200,7 @@ def test_a_failed_background_compile_compiles_in_the_process(tmp_path):
     pte, _ = small_program("linear_relu")
     got = run_json(_GAVE_UP, pte, timeout=1200,
                    env={"PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_COMPILE": "background",
-                        "PYRUNTIME_PROGRESS": "0"})
+                        "PYRUNTIME_PROGRESS": "0", "PYRUNTIME_SHIPPED": "0"})
     assert got == {"pending": 2, "ok": True, "left": 0, "compiled": 2}
 
 

@@ -33,7 +33,7 @@ _CACHED_DIRS = ("kernels", "delegates")  # whose compiled functions are cached h
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/context.py", "kernels/fast/jit.py",
                            "kernels/fast/objcache.py", "kernels/fast/binder_index.py",
-                           "kernels/fast/deferred.py",
+                           "kernels/fast/deferred.py", "kernels/fast/shipped.py",
                            "kernels/fast/generic/__init__.py"})
 
 

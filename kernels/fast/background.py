@@ -132,6 +132,12 @@ def detached_gave_up(ref) -> bool:
     return proc is None or proc.poll() is not None
 
 
+def _worker_init():
+    """A compiling worker makes code for this host (or the target its environment names):
+    it never takes the package's shipped kernels (``kernels.fast.shipped``) instead."""
+    os.environ["PYRUNTIME_SHIPPED"] = "0"
+
+
 def compile_kernels(refs, jobs=None, bar=None) -> CompileReport:
     """Compile ``refs`` into the cache in ``jobs`` worker processes (largest modules
     first, so the long compiles start early)."""
@@ -144,7 +150,8 @@ def compile_kernels(refs, jobs=None, bar=None) -> CompileReport:
         return rep
     running = {}
     # spawn: a fresh interpreter per worker, never a fork of a process holding LLVM state
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as ex:
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"),
+                             initializer=_worker_init) as ex:
         pending = list(todo)
         while pending and len(running) < jobs:
             ref = pending.pop(0)

@@ -2,6 +2,7 @@
 
 A kernel is looked up in this process, then in the object cache
 (``kernels.fast.objcache``: its machine code linked with llvmlite alone, about 2 ms),
+then among the kernels shipped with the package (``kernels.fast.shipped``, the same way),
 then in Numba's cache (the first load in a process costs about 0.8 s of Numba set-up),
 and only then compiled. Numba's path also writes the object cache, so the next process
 takes the quick one.
@@ -30,7 +31,7 @@ import threading
 import warnings
 from contextlib import contextmanager
 
-from pyruntime.kernels.fast import deferred, objcache
+from pyruntime.kernels.fast import deferred, objcache, shipped
 
 _OPTIONS = dict(nopython=True, nogil=True, error_model="numpy")
 MODES = ("sync", "background")
@@ -109,8 +110,11 @@ def compile_kernel(py_fn):
 
 def load_cached(py_fn):
     """The kernel for ``py_fn`` from the object cache (``kernels.fast.objcache``: no Numba
-    machinery) or from Numba's cache, or None; never compiles."""
+    machinery), the kernels shipped with the package (``kernels.fast.shipped``) or Numba's
+    cache, or None; never compiles."""
     c = objcache.load(py_fn)
+    if c is None:
+        c = shipped.load(py_fn)
     return c if c is not None else _load_numba_cached(py_fn)
 
 

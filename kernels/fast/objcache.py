@@ -123,8 +123,9 @@ def _os_avx() -> bool:
     return False
 
 
-def path_for(py_fn, magic: tuple | None = None) -> Path | None:
-    """Where the object of the kernel body ``py_fn`` lives (None: not a project kernel)."""
+def path_for(py_fn, magic: tuple | None = None, root=None) -> Path | None:
+    """Where the object of the kernel body ``py_fn`` lives (None: not a project kernel),
+    under the cache (or ``root``: the shipped kernels, ``kernels.fast.shipped``)."""
     from pyruntime.kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_root, source_key
 
     try:
@@ -135,7 +136,8 @@ def path_for(py_fn, magic: tuple | None = None) -> Path | None:
     except (AttributeError, OSError, ValueError):
         return None
     tag = hashlib.sha256(repr(magic or _magic()).encode()).hexdigest()[:16]
-    return Path(cache_root()) / f"{src.stem}-{source_key(src)}" / f"{py_fn.__name__}.{tag}.o"
+    return Path(root or cache_root()) / f"{src.stem}-{source_key(src)}" / \
+        f"{py_fn.__name__}.{tag}.o"
 
 
 def save(py_fn, obj: bytes, symbol: str, magic: tuple) -> None:
@@ -162,9 +164,13 @@ def save(py_fn, obj: bytes, symbol: str, magic: tuple) -> None:
 
 def load(py_fn) -> ObjectKernel | None:
     """The kernel for ``py_fn`` linked from its object, or None (not cached, or not usable)."""
-    if not enabled():
-        return None
-    path = path_for(py_fn)
+    return load_from(py_fn) if enabled() else None
+
+
+def load_from(py_fn, root=None, magic: tuple | None = None) -> ObjectKernel | None:
+    """``load`` from the cache, or from ``root`` (shipped kernels: never discarded) with
+    the objects compiled for ``magic``."""
+    path = path_for(py_fn, magic, root)
     if path is None:
         return None
     try:
@@ -173,7 +179,8 @@ def load(py_fn) -> ObjectKernel | None:
         return None
     parsed = _unpack(data)
     if parsed is None:
-        _discard(path)
+        if root is None:
+            _discard(path)
         return None
     symbol, obj = parsed
     address = _link(obj, symbol)

@@ -212,5 +212,5 @@ print(json.dumps({"first": first, "runs": {str(k): len(v[1]) for k, v in m._fast
     pte, _ = small_program("chain400")
     got = run_json(child, pte, timeout=1500,
                    env={"PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_COMPILE": "background",
-                        "PYRUNTIME_PROGRESS": "0"})
+                        "PYRUNTIME_PROGRESS": "0", "PYRUNTIME_SHIPPED": "0"})
     assert got == {"first": {"runs": 0, "pending": 400}, "runs": {"0": 400}, "equal": True}
