@@ -84,8 +84,9 @@ def _xnnpack_pair(name):
 
 
 def _vs_xnnpack_one(name, threads, rounds):
-    """In this process: {"ours"/"theirs": (cpu s, wall s)} medians for one model and thread
-    count (ExecuTorch's threadpool must not have been used yet)."""
+    """In this process: {"ours"/"fast"/"theirs": (cpu s, wall s)} medians for one model and
+    thread count (ours: math="exact", fast: math="fast"; ExecuTorch's threadpool must not
+    have been used yet)."""
     import statistics
     import time
 
@@ -98,10 +99,12 @@ def _vs_xnnpack_one(name, threads, rounds):
     portable, xnn, inputs = _xnnpack_pair(name)
     et_lib._unsafe_reset_threadpool(threads)
     theirs_m = ETRuntime.get().load_program(str(xnn)).load_method("forward")
-    ours_m = pyruntime.Runtime.get().load_program(str(portable)).load_method(
-        "forward", tier="fast", threads=threads)
+    prog = pyruntime.Runtime.get().load_program(str(portable))
+    ours_m = prog.load_method("forward", tier="fast", threads=threads)
+    fast_m = prog.load_method("forward", tier="fast", threads=threads, math="fast")
     tin = [torch.from_numpy(x) for x in inputs]
-    fns = {"ours": lambda: ours_m.execute(inputs), "theirs": lambda: theirs_m.execute(tin)}
+    fns = {"ours": lambda: ours_m.execute(inputs), "fast": lambda: fast_m.execute(inputs),
+           "theirs": lambda: theirs_m.execute(tin)}
     times = {k: ([], []) for k in fns}
     for f in fns.values():
         f()
@@ -135,10 +138,10 @@ def vs_xnnpack(names=VS_XNNPACK, rounds=20, threads=(1, 2)):
                 continue
             r = json.loads(line[0][7:])
             rows.append((name, th, r))
-            print(f"{name:18s} threads={th} ours cpu {_ms(r['ours'][0]):>9s} wall "
-                  f"{_ms(r['ours'][1]):>9s} | xnnpack cpu {_ms(r['theirs'][0]):>9s} wall "
-                  f"{_ms(r['theirs'][1]):>9s} | ratio cpu {r['ours'][0] / r['theirs'][0]:.2f}"
-                  f" wall {r['ours'][1] / r['theirs'][1]:.2f}", flush=True)
+            print(f"{name:18s} threads={th} exact cpu {_ms(r['ours'][0]):>9s} | fast cpu "
+                  f"{_ms(r['fast'][0]):>9s} | xnnpack cpu {_ms(r['theirs'][0]):>9s} | ratio "
+                  f"exact {r['ours'][0] / r['theirs'][0]:.2f} fast "
+                  f"{r['fast'][0] / r['theirs'][0]:.2f}", flush=True)
     return rows
 
 
@@ -152,16 +155,18 @@ def vs_xnnpack_lines(rows):
         "the others are the parity fixtures' sizes). threads=N on both sides (ExecuTorch's",
         "threadpool reset to N before loading); one process per row, interleaved rounds,",
         "medians. CPU = `time.process_time` (all threads of the process), the steadier figure",
-        "on a shared host; ratio = pyruntime / XNNPACK (target <= 1.5).",
+        "on a shared host; ratio = pyruntime / XNNPACK. exact: `math=\"exact\"` (the",
+        "default, executorch.runtime's bits); fast: `math=\"fast\"` (FMA, vector",
+        "transcendentals; docs/TIERS.md).",
         "",
-        "| program | threads | pyruntime CPU | XNNPACK CPU | ratio CPU | pyruntime wall | "
-        "XNNPACK wall | ratio wall |",
-        "|---|---|---|---|---|---|---|---|",
+        "| program | threads | exact CPU | fast CPU | XNNPACK CPU | ratio exact | ratio fast | "
+        "exact wall | fast wall | XNNPACK wall |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, th, r in rows:
-        (oc, ow), (tc, tw) = r["ours"], r["theirs"]
-        lines.append(f"| {name} | {th} | {_ms(oc)} | {_ms(tc)} | {oc / tc:.2f} | {_ms(ow)} | "
-                     f"{_ms(tw)} | {ow / tw:.2f} |")
+        (oc, ow), (fc, fw), (tc, tw) = r["ours"], r["fast"], r["theirs"]
+        lines.append(f"| {name} | {th} | {_ms(oc)} | {_ms(fc)} | {_ms(tc)} | {oc / tc:.2f} | "
+                     f"{fc / tc:.2f} | {_ms(ow)} | {_ms(fw)} | {_ms(tw)} |")
     return lines
 
 
@@ -325,6 +330,124 @@ def startup_lines(rows):
     return lines
 
 
+# ---- a fresh install's first run (issue 32) ------------------------------------------------
+# A new process with an empty kernel cache, as after `pip install`: the kernels come from the
+# machine code the package ships (kernels.fast.shipped) when it carries this host's level.
+_FRESH_CHILD = """
+import sys, time
+t0 = time.perf_counter()
+import numpy as np
+import pyruntime
+from pyruntime.kernels.fast import background, shipped
+m = pyruntime.Runtime.get().load_program(sys.argv[1]).load_method(sys.argv[2])
+with np.load(sys.argv[3]) as z:
+    args = [z[k] for k in sorted(z.files, key=lambda k: int(k[3:]))]
+t1 = time.perf_counter()
+m.execute(args)
+t2 = time.perf_counter()
+warm = []
+for _ in range(20):
+    t = time.perf_counter()
+    m.execute(args)
+    warm.append(time.perf_counter() - t)
+print("RESULT", t1 - t0, t2 - t1, sorted(warm)[10], m.pending_kernels,
+      len(background._requested), int("numba.core" in sys.modules), shipped.select())
+"""
+
+
+def fresh_install(names=("mobilenet_v2", "mobilenet_v2@224")):
+    """Rows (name, import+load s, first execute s, warm execute s, pending kernels, compile
+    processes started, Numba imported, shipped target) from new processes with empty caches."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    rows = []
+    for name in names:
+        if "@" in name:
+            pte, _, inputs = _xnnpack_pair(name)
+        else:
+            fx = get_fixture(name)
+            pte, inputs = fx.pte_path, fx.calls[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            npz = Path(tmp) / "in.npz"
+            np.savez(npz, **{f"arg{i}": v for i, v in enumerate(inputs)})
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "PYRUNTIME_CACHE": str(Path(tmp) / "c"),
+                   "PYRUNTIME_COMPILE": "background", "PYRUNTIME_PROGRESS": "0"}
+            p = subprocess.run([sys.executable, "-c", _FRESH_CHILD, str(pte), "forward", str(npz)],
+                               capture_output=True, text=True, cwd=str(ROOT), env=env)
+        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        if not line:
+            print(f"fresh install {name}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
+            continue
+        v = line[0].split()[1:]
+        row = (name, float(v[0]), float(v[1]), float(v[2]), int(v[3]), int(v[4]), v[5] == "1",
+               v[6])
+        rows.append(row)
+        print(f"fresh install {name}: import+load {row[1]:.2f} s, first execute "
+              f"{_ms(row[2])}, warm {_ms(row[3])} ({row[2] / row[3]:.2f}x), pending {row[4]}, "
+              f"compile processes {row[5]}, numba {row[6]}, shipped {row[7]}", flush=True)
+    return rows
+
+
+def fresh_install_lines(rows):
+    lines = ["", "First run after a fresh install: a new process, an empty kernel cache",
+             "(`PYRUNTIME_CACHE` a new folder, `PYRUNTIME_COMPILE=background`, the default): import",
+             "+ load, then the first execute and the median of 20 more. The kernels come from the",
+             "machine code the package ships for this host's x86-64 level (docs/TIERS.md).", "",
+             "| program | import + load | first execute | warm execute | first / warm | "
+             "kernels pending | compile processes | Numba imported | shipped target |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, load, first, warm, pend, procs, nb, target in rows:
+        lines.append(f"| {name} | {load:.2f} s | {_ms(first)} | {_ms(warm)} | {first / warm:.2f}"
+                     f" | {pend} | {procs} | {'yes' if nb else 'no'} | {target} |")
+    return lines
+
+
+SPEED_BEGIN, SPEED_END = "<!-- speed-bench:start -->", "<!-- speed-bench:end -->"
+
+
+def speed_section(rounds=20):
+    """The issue-32 section: vs XNNPACK in both math modes, the GEMM scale, a fresh
+    install's first run, start-up."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        cpu = next(x.split(":", 1)[1].strip() for x in info.splitlines()
+                   if x.startswith("model name"))
+        flags = next(x.split(":", 1)[1].split() for x in info.splitlines()
+                     if x.startswith("flags"))
+        feats = ", ".join(f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl",
+                                      "avx512_vnni", "avx512_bf16") if f in flags)
+    except (OSError, StopIteration):
+        feats = "?"
+    lines = ["## Speed: math=\"fast\", shipped kernels, start-up (issue 32)", "",
+             f"Produced by `python examples/benchmark_table.py --speed-section` on "
+             f"{datetime.date.today()}: {cpu} ({feats}), {os.cpu_count()} cores, Python "
+             f"{platform.python_version()}; 1-min load average {os.getloadavg()[0]:.1f} before."]
+    lines += vs_xnnpack_lines(vs_xnnpack(VS_XNNPACK, rounds))
+    lines += gemm_lines(gemm_gflops())
+    lines += fresh_install_lines(fresh_install())
+    lines += startup_lines(startup(STARTUP))
+    return "\n".join(lines) + "\n"
+
+
+def update_section(path: Path, text: str, begin: str, end: str) -> None:
+    """Replace the section between the markers of ``path`` (or append one)."""
+    import re
+
+    body = path.read_text() if path.exists() else ""
+    block = f"{begin}\n{text}{end}"
+    if begin in body:
+        body = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, body,
+                      flags=re.S)
+    else:
+        body = body.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(body)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=None)
@@ -338,7 +461,14 @@ def main(argv=None) -> int:
                     help="models for the 'Startup' table (none: skip it)")
     ap.add_argument("--startup-cold", action="store_true",
                     help="also time a first run with an empty kernel cache (minutes per model)")
+    ap.add_argument("--speed-section", action="store_true",
+                    help="only the speed section (vs XNNPACK in both math modes, a fresh "
+                         "install's first run, start-up): rewrite it in --out")
     args = ap.parse_args(argv)
+    if args.speed_section:
+        update_section(Path(args.out), speed_section(args.rounds or 20), SPEED_BEGIN, SPEED_END)
+        print(f"updated {args.out}")
+        return 0
     rows = []
     for name in args.models:
         for tier in ("reference", "fast"):
