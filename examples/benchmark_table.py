@@ -434,20 +434,6 @@ def speed_section(rounds=20):
     return "\n".join(lines) + "\n"
 
 
-def update_section(path: Path, text: str, begin: str, end: str) -> None:
-    """Replace the section between the markers of ``path`` (or append one)."""
-    import re
-
-    body = path.read_text() if path.exists() else ""
-    block = f"{begin}\n{text}{end}"
-    if begin in body:
-        body = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, body,
-                      flags=re.S)
-    else:
-        body = body.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(body)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=None)
@@ -466,7 +452,9 @@ def main(argv=None) -> int:
                          "install's first run, start-up): rewrite it in --out")
     args = ap.parse_args(argv)
     if args.speed_section:
-        update_section(Path(args.out), speed_section(args.rounds or 20), SPEED_BEGIN, SPEED_END)
+        from examples.bench_llm import update  # (the marked-section writer)
+
+        update(Path(args.out), speed_section(args.rounds or 20), SPEED_BEGIN, SPEED_END)
         print(f"updated {args.out}")
         return 0
     rows = []

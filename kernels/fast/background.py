@@ -20,10 +20,8 @@ import os
 import re
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 
 KernelRef = tuple  # (module name, function name): a module-level kernel body
@@ -141,6 +139,10 @@ def _worker_init():
 def compile_kernels(refs, jobs=None, bar=None) -> CompileReport:
     """Compile ``refs`` into the cache in ``jobs`` worker processes (largest modules
     first, so the long compiles start early)."""
+    # (imported here: every fast-tier load imports this module, few ever compile)
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing import get_context
+
     rep = CompileReport(kernels=list(refs))
     todo = sorted(refs, key=_size, reverse=True)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.kernels.fast.deferred import intrinsic, njit, types
+from pyruntime.kernels.fast.deferred import intrinsic, njit
+from pyruntime.kernels.fast.nb import f32_from_bits
 
 
 @intrinsic
@@ -40,16 +41,6 @@ def fmadd(typingctx, a, b, c):
         if has_fma():
             return builder.fma(*args)
         return builder.fadd(builder.fmul(args[0], args[1]), args[2])
-
-    return sig, codegen
-
-
-@intrinsic
-def _f32_from_bits(typingctx, word):
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
 
     return sig, codegen
 
@@ -76,7 +67,7 @@ def exp_fast(x):
     y = fmadd(p * r, r, r) + ONE
     k = np.int32(n) if n == n else np.int32(0)
     h = k >> 1  # 2**k as 2**h * 2**(k - h): each half a normal float for k in [-252, 254]
-    return y * _f32_from_bits((h + 127) << 23) * _f32_from_bits((k - h + 127) << 23)
+    return y * f32_from_bits((h + 127) << 23) * f32_from_bits((k - h + 127) << 23)
 
 
 @njit(inline="always")

@@ -49,28 +49,29 @@ def wide_vectors() -> bool:
     return "+avx512f" in objcache._magic()[2].split(",")
 
 
-def _microkernel(mr, panels=1, fma=False):
-    """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, marker)``: C[0:mr, 0:NR] (row stride
-    ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in order;
-    B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 it takes
-    ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, marker)`` and computes C[0:mr,
+def _microkernel(mr, panels=1):
+    """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, fma, marker)``: C[0:mr, 0:NR] (row
+    stride ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in
+    order; B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 it
+    takes ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, fma, marker)`` and computes C[0:mr,
     0:panels*NR] from ``panels`` B panels ``pstride`` elements apart, each element the
     same sum: in one k loop (more accumulators in flight: one row, a matrix-vector product,
     is latency-bound on one panel's) when there are registers for them (one row, or
     512-bit vectors: 32 registers, one vector per panel row), else one loop per panel.
-    With ``fma`` (``math="fast"``, on a target with FMA: ``has_fma``) each step is one
-    ``llvm.fma`` (one rounding instead of two; half the instructions). Always the
-    intrinsic, never a ``contract`` flag: LLVM may or may not honour a flag in each
-    compiled copy, and then a result would depend on which kernel variant computed it."""
+    With ``fma`` not 0 (``math="fast"``) on a target with FMA (``has_fma``; elsewhere
+    it is ignored) each step is one ``llvm.fma`` (one rounding instead of two; half the
+    instructions): a second k loop. Always the intrinsic, never a ``contract`` flag: LLVM
+    may or may not honour a flag in each compiled copy, and then a result would depend
+    on which kernel variant computed it."""
     def typer(nargs, marker):
         return types.void(*([types.int64] * (nargs - 1)), marker), codegen
 
     def codegen(context, builder, signature, args):
         if panels == 1:
-            pa, pb, ldb, pc, ldc, kc, load, _ = args
+            pa, pb, ldb, pc, ldc, kc, load, fma, _ = args
             pstride = None
         else:
-            pa, pb, ldb, pstride, pc, ldc, kc, load, _ = args
+            pa, pb, ldb, pstride, pc, ldc, kc, load, fma, _ = args
         mt = signature.args[-1]
         fty = context.get_value_type(mt)
         # lanes of a 512-bit vector where the target has them (one per panel row: twice
@@ -87,10 +88,9 @@ def _microkernel(mr, panels=1, fma=False):
         B = builder.inttoptr(pb, fp)
         C = builder.inttoptr(pc, fp)
         zero = ir.Constant(vty, [ir.Constant(fty, 0.0)] * w)
-        if fma:
-            vfma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
-                f"llvm.fma.v{w}f{32 if mt == types.float32 else 64}")
+        vfma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+            f"llvm.fma.v{w}f{32 if mt == types.float32 else 64}") if has_fma() else None
         undef = ir.Constant(vty, ir.Undefined)
         splat_mask = ir.Constant(ir.VectorType(i32, w), [ir.Constant(i32, 0)] * w)
         together = panels == 1 or mr == 1 or vpp == 1
@@ -122,24 +122,34 @@ def _microkernel(mr, panels=1, fma=False):
                     for r in range(mr):
                         for v in range(len(vs)):
                             builder.store(zero, acc[r][v])
-            with cgutils.for_range(builder, kc) as loop:
-                t = loop.index
-                bb = builder.mul(t, ldb)
-                bv = [builder.load(builder.bitcast(
-                    builder.gep(B, [builder.add(bb, boff(q, i))]), vp), align=align)
-                    for q, i in vs]
-                ab = builder.mul(t, ir.Constant(i64, MR))
-                for r in range(mr):
-                    a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
-                    av = builder.shuffle_vector(
-                        builder.insert_element(undef, a, ir.Constant(i32, 0)), undef,
-                        splat_mask)
-                    for v in range(len(vs)):
-                        if fma:
-                            s = builder.call(vfma, [av, bv[v], builder.load(acc[r][v])])
-                        else:
-                            s = builder.fadd(builder.load(acc[r][v]), builder.fmul(av, bv[v]))
-                        builder.store(s, acc[r][v])
+            def k_loop(fused):
+                with cgutils.for_range(builder, kc) as loop:
+                    t = loop.index
+                    bb = builder.mul(t, ldb)
+                    bv = [builder.load(builder.bitcast(
+                        builder.gep(B, [builder.add(bb, boff(q, i))]), vp), align=align)
+                        for q, i in vs]
+                    ab = builder.mul(t, ir.Constant(i64, MR))
+                    for r in range(mr):
+                        a = builder.load(builder.gep(A, [builder.add(ab, ir.Constant(i64, r))]))
+                        av = builder.shuffle_vector(
+                            builder.insert_element(undef, a, ir.Constant(i32, 0)), undef,
+                            splat_mask)
+                        for v in range(len(vs)):
+                            s = builder.call(vfma, [av, bv[v], builder.load(acc[r][v])]) \
+                                if fused else \
+                                builder.fadd(builder.load(acc[r][v]), builder.fmul(av, bv[v]))
+                            builder.store(s, acc[r][v])
+
+            if vfma is None:
+                k_loop(False)
+            else:
+                with builder.if_else(builder.icmp_signed("!=", fma, ir.Constant(i64, 0))) as (
+                        fused, plain):
+                    with fused:
+                        k_loop(True)
+                    with plain:
+                        k_loop(False)
             for r in range(mr):
                 for v, (q, i) in enumerate(vs):
                     builder.store(builder.load(acc[r][v]), cptr(r, q, i), align=align)
@@ -147,54 +157,34 @@ def _microkernel(mr, panels=1, fma=False):
 
     if panels == 1:
         @intrinsic
-        def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, marker):
-            return typer(8, marker)
+        def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, fma, marker):
+            return typer(9, marker)
     else:
         @intrinsic
-        def mk(typingctx, pa, pb, ldb, pstride, pc, ldc, kc, load, marker):
-            return typer(9, marker)
+        def mk(typingctx, pa, pb, ldb, pstride, pc, ldc, kc, load, fma, marker):
+            return typer(10, marker)
     return mk
 
 
 _mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
 _mk1x4 = _microkernel(1, panels=4)  # one row, four panels: 8 accumulators in flight
 _mk6x2 = _microkernel(MR, panels=2)  # a full tile, two panels: 12 with 512-bit vectors
-# the same with FMA (math="fast")
-_fk1, _fk2, _fk3, _fk4, _fk5, _fk6 = (_microkernel(r, fma=True) for r in range(1, 7))
-_fk1x4 = _microkernel(1, panels=4, fma=True)
-_fk6x2 = _microkernel(MR, panels=2, fma=True)
 
 
 @njit(inline="always")
-def _fmk(mr, pa, pb, ldb, pc, ldc, kc, load, zero):
+def _mk(mr, pa, pb, ldb, pc, ldc, kc, load, zero, fma=0):
     if mr == 6:
-        _fk6(pa, pb, ldb, pc, ldc, kc, load, zero)
+        _mk6(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
     elif mr == 5:
-        _fk5(pa, pb, ldb, pc, ldc, kc, load, zero)
+        _mk5(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
     elif mr == 4:
-        _fk4(pa, pb, ldb, pc, ldc, kc, load, zero)
+        _mk4(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
     elif mr == 3:
-        _fk3(pa, pb, ldb, pc, ldc, kc, load, zero)
+        _mk3(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
     elif mr == 2:
-        _fk2(pa, pb, ldb, pc, ldc, kc, load, zero)
+        _mk2(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
     else:
-        _fk1(pa, pb, ldb, pc, ldc, kc, load, zero)
-
-
-@njit(inline="always")
-def _mk(mr, pa, pb, ldb, pc, ldc, kc, load, zero):
-    if mr == 6:
-        _mk6(pa, pb, ldb, pc, ldc, kc, load, zero)
-    elif mr == 5:
-        _mk5(pa, pb, ldb, pc, ldc, kc, load, zero)
-    elif mr == 4:
-        _mk4(pa, pb, ldb, pc, ldc, kc, load, zero)
-    elif mr == 3:
-        _mk3(pa, pb, ldb, pc, ldc, kc, load, zero)
-    elif mr == 2:
-        _mk2(pa, pb, ldb, pc, ldc, kc, load, zero)
-    else:
-        _mk1(pa, pb, ldb, pc, ldc, kc, load, zero)
+        _mk1(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
 
 
 # ---- packing -------------------------------------------------------------------------------
@@ -348,16 +338,10 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                             b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
                         pt = pc + (i0 * crs + j) * item
                         if mr == 1:
-                            if fma:
-                                _fk1x4(a, b, ldb, pst, pt, crs, kc, load, zero)
-                            else:
-                                _mk1x4(a, b, ldb, pst, pt, crs, kc, load, zero)
+                            _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
                             jj += 4 * nr
                         else:
-                            if fma:
-                                _fk6x2(a, b, ldb, pst, pt, crs, kc, load, zero)
-                            else:
-                                _mk6x2(a, b, ldb, pst, pt, crs, kc, load, zero)
+                            _mk6x2(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
                             jj += 2 * nr
                         continue
                     jc = jj  # this panel's column in the block
@@ -372,19 +356,13 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                     else:
                         b, ldb = pbb + t0 * nr * item, nr
                     if nc == nr and ccs == 1:
-                        if fma:
-                            _fmk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero)
-                        else:
-                            _mk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero)
+                        _mk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero, fma)
                         continue
                     if load:
                         for r in range(mr):
                             for c in range(nc):
                                 T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
-                    if fma:
-                        _fmk(mr, a, b, ldb, tile, nr, kc, load, zero)
-                    else:
-                        _mk(mr, a, b, ldb, tile, nr, kc, load, zero)
+                    _mk(mr, a, b, ldb, tile, nr, kc, load, zero, fma)
                     for r in range(mr):
                         for c in range(nc):
                             C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]
