@@ -21,6 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not objcache.enabled(),
                                 reason=parts.not_applicable("the object cache is ELF (Linux) only"))
 
+
+@pytest.fixture(autouse=True)
+def _no_shipped_kernels(monkeypatch):
+    """These tests are about the user's cache: the package's shipped kernels (which a load
+    would take before Numba's path writes any object) are off, here and in the children."""
+    monkeypatch.setenv("PYRUNTIME_SHIPPED", "0")
+
 _CHILD = """
 import hashlib, json, sys
 import numpy as np
