@@ -182,13 +182,14 @@ rng = np.random.default_rng(0)
 a, b = rng.standard_normal((2, n, n)).astype(np.float32)
 if which == "blas":
     fn = lambda: a @ b
-else:
+else:  # "ordered" (exact) or "fma" (math="fast")
     from pyruntime.kernels.fast.ordered import gemm_scratch, ordered_gemm
     c = np.empty((n, n), np.float32)
     S = np.empty(gemm_scratch(n, n, n), np.float32)
     z = np.float32(0)
+    fma = int(which == "fma")
     fn = lambda: ordered_gemm(n, n, n, a.ctypes.data, n, 1, b.ctypes.data, n, 1, c.ctypes.data,
-                              n, S, z, 4)
+                              n, S, z, 4, 0, 0, fma)
     fn()
     assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3)
 fn()
@@ -202,13 +203,15 @@ print("RESULT", 2 * n ** 3 / min(ts) / 1e9)
 
 
 def gemm_gflops():
-    """[(what, GFLOP/s)]: OpenBLAS sgemm at 1 and 2 threads, the ordered gemm at 1."""
+    """[(what, GFLOP/s)]: OpenBLAS sgemm at 1 and 2 threads, the ordered gemm at 1, exact
+    and with FMA."""
     import subprocess
 
     out = []
     for what, which, threads in (("OpenBLAS sgemm, 1 thread", "blas", 1),
                                  ("OpenBLAS sgemm, 2 threads", "blas", 2),
-                                 ("fast tier ordered gemm, 1 thread", "ordered", 1)):
+                                 ("fast tier ordered gemm, 1 thread", "ordered", 1),
+                                 ("the same with FMA (math=\"fast\"), 1 thread", "fma", 1)):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": str(threads),
                "OMP_NUM_THREADS": str(threads)}
         p = subprocess.run([sys.executable, "-c", _GEMM_CHILD, which], capture_output=True,
@@ -231,7 +234,7 @@ def gemm_lines(rows):
 # A new process: import pyruntime, load the portable .pte on the fast tier, execute once, with
 # the kernels in the on-disk cache (a priming run fills it first). Optionally (--startup-cold)
 # the same with an empty cache: what a first run costs without `pyruntime warmup`.
-STARTUP = ["mobilenet_v2", "resnet18", "vit_tiny", "llama_kv"]
+STARTUP = ["mobilenet_v2@224", "mobilenet_v2", "resnet18", "vit_tiny", "llama_kv"]
 
 _STARTUP_CHILD = """
 import time
@@ -283,25 +286,35 @@ def startup(names=STARTUP, runs=5, cold=False):
 
     from pyruntime.warmup import program_kernels
 
+    import subprocess
+
     rows = []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the bytecode pip writes at install (a checkout run with PYTHONDONTWRITEBYTECODE would
+    # otherwise compile ~80 modules from source in every process: +0.13 s)
+    subprocess.run([sys.executable, "-m", "compileall", "-q"] + [str(ROOT / d) for d in (
+        "pyruntime", "kernels", "delegates", "cython_ext")], capture_output=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            fx = get_fixture(name)
-            if not all(isinstance(v, np.ndarray) for v in fx.calls[0]):
+            if "@" in name:  # a model exported at another size (the vs-XNNPACK pairs)
+                pte, _, inputs = _xnnpack_pair(name)
+            else:
+                fx = get_fixture(name)
+                pte, inputs = fx.pte_path, fx.calls[0]
+            if not all(isinstance(v, np.ndarray) for v in inputs):
                 continue
             npz = Path(tmp) / f"{name}.npz"
-            np.savez(npz, **{f"arg{i}": v for i, v in enumerate(fx.calls[0])})
-            _startup_run(fx.pte_path, fx.method, npz, env)  # fills the cache if needed
-            runs_ = [_startup_run(fx.pte_path, fx.method, npz, env) for _ in range(runs)]
+            np.savez(npz, **{f"arg{i}": v for i, v in enumerate(inputs)})
+            _startup_run(pte, "forward", npz, env)  # fills the cache if needed
+            runs_ = [_startup_run(pte, "forward", npz, env) for _ in range(runs)]
             cached = (statistics.median(r[0] for r in runs_),
                       statistics.median(r[1] for r in runs_))
             first = None
             if cold:
                 with tempfile.TemporaryDirectory() as empty:
-                    first = _startup_run(fx.pte_path, fx.method, npz,
-                                         {**env, "PYRUNTIME_CACHE": empty})
-            rows.append((name, len(program_kernels(fx.pte_path)), cached, first))
+                    first = _startup_run(pte, "forward", npz, {**env, "PYRUNTIME_CACHE": empty})
+            rows.append((name, len(program_kernels(pte)), cached, first))
             print(f"startup {name:14s} cached: cpu {cached[0]:.2f} s wall {cached[1]:.2f} s"
                   + (f" | empty cache: cpu {first[0]:.0f} s wall {first[1]:.0f} s, "
                      f"{first[2]} kernels compiled" if first else ""), flush=True)

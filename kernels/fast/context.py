@@ -52,8 +52,10 @@ class BindContext:
         return int(np.array(float(x), np.float64).view(np.int64))
 
     def buffer(self, nbytes: int) -> int:
-        """Address of a zeroed scratch buffer owned by the method."""
-        b = np.zeros(max(int(nbytes), 1) + 64, np.uint8)
+        """Address of a zeroed scratch buffer owned by the method (its pages written now,
+        at load, rather than faulted in by the first execute)."""
+        b = np.empty(max(int(nbytes), 1) + 64, np.uint8)
+        b.fill(0)
         self.scratch.append(b)
         return b.ctypes.data
 
