@@ -22,3 +22,13 @@ def named_bytes(named_data, key: str, backend: str, where: str) -> np.ndarray:
                               f"{backend}: {where}: named data {key!r} is not in the program's "
                               "named data nor in the data map passed at load (.ptd)")
     return payload_bytes(data)
+
+
+def sized_named_bytes(named_data, key: str, size: int, backend: str, where: str,
+                      error) -> np.ndarray:
+    """``named_bytes`` holding at least the ``size`` bytes the payload says it has;
+    ``error(msg)`` (the bridge's payload error) when it is shorter."""
+    data = named_bytes(named_data, key, backend, where)
+    if len(data) < size:
+        raise error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says {size}")
+    return data

@@ -1,11 +1,12 @@
-"""Imports every kernel family module so that its kernels register."""
+"""Imports every kernel family's reference modules so that their kernels register.
+
+A family is a folder under ``kernels/`` (``kernels/pool/``...); its modules named
+``reference*`` are the reference tier, the others the compiled tier (``typed*``,
+``generic*``: see ``kernels.fast.kernel_modules``) and ``opencl`` the OpenCL tier.
+"""
 import importlib
-import pkgutil
 
-from pyruntime import kernels
+from pyruntime.kernels import family_modules
 
-_SKIP = {"registry", "families", "promote", "fast", "blas_lib", "args", "libm"}  # helpers: no kernels
-
-for _m in pkgutil.iter_modules(kernels.__path__):
-    if _m.name not in _SKIP and not _m.name.startswith("_"):
-        importlib.import_module(f"pyruntime.kernels.{_m.name}")
+for _name in family_modules("reference"):
+    importlib.import_module(_name)

@@ -24,7 +24,8 @@ import numpy as np
 from pyruntime.cython_ext.desc import DescTable
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError, invalid_program
 from pyruntime.cython_ext.tensor import ETensor
-from pyruntime.kernels.fast import background, dynamic_binder, get_binder, prim
+from pyruntime.kernels.fast import background, dynamic_binder, get_binder
+from pyruntime.kernels.prim import typed as prim
 from pyruntime.kernels.fast.context import BindContext, IntSlot
 from pyruntime.kernels.fast.jit import KernelNotReady, compile_now, is_ready
 from pyruntime import fusion
@@ -315,7 +316,7 @@ class FastPlan:
         return True
 
     def _bind_prim(self, pc, ins, values, dynamic) -> bool:
-        """Compile a prim op over the scalar records (see ``kernels.fast.prim``)."""
+        """Compile a prim op over the scalar records (see ``kernels.prim.typed``)."""
         args, nargs, name = ins.args, ins.nargs, ins.name
         r = None
         if name in prim.OPS:

@@ -6,7 +6,7 @@ instructions: the convolution, ``_native_batch_norm_legit_no_training`` on its
 output, then ``hardtanh`` (ReLU6) or ``relu`` on that, each a full pass over the
 activation (MobileNetV2: 52 batch norms and 35 clamps, 14% of its time). Where
 the pattern allows, the convolution's kernel runs the other two on each output
-channel as soon as it is computed (``kernels.fast.conv.bind_fused``), writing the
+channel as soon as it is computed (``kernels.conv.typed.bind_fused``), writing the
 last instruction's out directly; the other two become no-ops. The numbers are
 the unfused ones, bit for bit: the same float operations per element in the same
 order (a fold of the batch norm into the weights would not be).
@@ -24,7 +24,7 @@ A group is fused only when nothing can tell the difference:
 * the bias and the batch norm's tensors are constants (read at load), and each
   instruction of the group also compiled on its own.
 
-Consecutive binary ops bound to ``kernels.fast.elementwise.fixed_binary_kernel``
+Consecutive binary ops bound to ``kernels.elementwise.typed.fixed_binary_kernel``
 (shapes fixed at load: a chain of small elementwise ops, as in a decode step) run as
 one call that walks their argument blocks in order (``find_runs``): every op still
 writes its own out, only the per-op dispatch goes. The same conditions on jumps apply.
@@ -174,8 +174,8 @@ def feeds_quantize(flat, values) -> set:
 
 def bind_group(plan, pc, members, out):
     """(fn, block) of the fused kernel for a group, or None."""
-    from pyruntime.kernels.fast.conv import bind_fused
-    from pyruntime.kernels.fast.elementwise import bounds_ok
+    from pyruntime.kernels.conv.typed import bind_fused
+    from pyruntime.kernels.elementwise.typed import bounds_ok
 
     values = plan.m.values
     conv = [values[j] for j in plan.flat[pc].args[:9]]
@@ -212,7 +212,7 @@ def find_runs(plan, taken=frozenset()) -> list:
     bound to ``fixed_binary_kernel`` (one call each, no parts), no jump landing inside,
     none in ``taken`` (another group's)."""
     from pyruntime.kernels.fast import jit
-    from pyruntime.kernels.fast.elementwise import fixed_binary_kernel
+    from pyruntime.kernels.elementwise.typed import fixed_binary_kernel
 
     fixed = jit._COMPILED.get(fixed_binary_kernel)
     if fixed is None:
@@ -243,6 +243,6 @@ def find_runs(plan, taken=frozenset()) -> list:
 def bind_run(plan, pc, members):
     """(fn, block) of one call running the run's blocks in order; raises KernelNotReady
     when the run kernel is not compiled yet (background compile mode)."""
-    from pyruntime.kernels.fast.elementwise import bind_fixed_run
+    from pyruntime.kernels.elementwise.typed import bind_fixed_run
 
     return bind_fixed_run(plan.ctx, [plan.calls[p][1] for p in [pc] + members])

@@ -45,7 +45,7 @@ def test_mobilenet_v2_equals_executorch_at_every_thread_count(mobilenet, threads
 def test_fused_groups_split_including_the_move(monkeypatch):
     """conv_fusion: every convolution split (the size threshold lowered), fused groups too,
     the one whose result is moved afterwards among them; bit for bit the one-thread run."""
-    from pyruntime.kernels.fast import conv
+    from pyruntime.kernels.conv import typed as conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     pte, _ = small_program("conv_fusion")

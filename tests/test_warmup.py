@@ -22,7 +22,7 @@ from tests.child import run_json
 from tests.programs.small_programs import small_program
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL_KERNEL = ("pyruntime.kernels.fast.complex", "conj_kernel")  # a short compile
+SMALL_KERNEL = ("pyruntime.kernels.complex.typed", "conj_kernel")  # a short compile
 
 
 # ---- the default tier ------------------------------------------------------------------
@@ -87,7 +87,7 @@ def test_program_kernels_are_found_without_compiling():
     with event.install_recorder("numba:run_pass") as rec:
         refs = program_kernels(pte)
     assert rec.buffer == []  # not one compiler pass
-    assert ("pyruntime.kernels.fast.elementwise", "unary_kernel") in refs  # the relu
+    assert ("pyruntime.kernels.elementwise.typed", "unary_kernel") in refs  # the relu
     assert all(isinstance(r, tuple) and len(r) == 2 for r in refs)
     assert dict(jit._COMPILED) == before  # no stub left behind
     everything = all_kernels()
@@ -122,9 +122,9 @@ def test_after_warmup_a_fresh_process_compiles_nothing(tmp_path, monkeypatch):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rep = compile_kernels([SMALL_KERNEL], jobs=1)
     assert rep.failed == [] and [r for r, _ in rep.compiled] == [SMALL_KERNEL]
-    assert any(p.name.startswith("complex-") for p in (tmp_path / "numba").iterdir())
+    assert any(p.name.startswith("complex.typed-") for p in (tmp_path / "numba").iterdir())
     # the compile also kept the kernel's machine code (kernels.fast.objcache)
-    assert list((tmp_path / "numba").glob("complex-*/conj_kernel.*.o"))
+    assert list((tmp_path / "numba").glob("complex.typed-*/conj_kernel.*.o"))
     got = _child(env, SMALL_KERNEL)
     assert got == {"hits": 1, "passes": 0, "kind": "ObjectKernel"}
     again = compile_kernels([SMALL_KERNEL], jobs=1)  # a second warmup: all cached

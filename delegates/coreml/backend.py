@@ -28,7 +28,8 @@ from pyruntime.delegates.coreml import native
 from pyruntime.delegates.coreml.interpreter import CompiledFunction
 from pyruntime.delegates.coreml.model import INSTALL_HINT, Var, load_program, np_dtype, proto_modules
 from pyruntime.delegates.coreml.payload import BACKEND, mlpackage_model_path, payload_error, read_payload
-from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.availability import PackageBackend
+from pyruntime.delegates.bridge_checks import check_call, output_tensor, reading_payload
 
 COMPUTE_UNITS = ("cpu_only", "cpu_and_gpu", "cpu_and_ne", "all")
 
@@ -89,7 +90,7 @@ def _specs(compile_specs) -> dict:
     return out
 
 
-class CoreMLBackend(BackendInterface):
+class CoreMLBackend(PackageBackend):
     """The ``CoreMLBackend`` bridge (see the module docstring).
 
     >>> from pyruntime.delegates import backend_registry
@@ -99,21 +100,8 @@ class CoreMLBackend(BackendInterface):
     id = BACKEND
     install_hint = INSTALL_HINT
 
-    def is_available(self) -> bool:
-        try:
-            proto_modules()
-            return True
-        except (ExecuTorchError, ImportError):
-            return False
-
-    def unavailable_reason(self) -> str:
-        try:
-            proto_modules()
-        except ImportError as e:
-            return f"{INSTALL_HINT} ({e})"
-        except ExecuTorchError:
-            pass
-        return INSTALL_HINT
+    def probe(self) -> None:
+        proto_modules()
 
     # ---- init ------------------------------------------------------------------------
     def init(self, processed, compile_specs, named_data, runtime_options=None):
@@ -129,12 +117,8 @@ class CoreMLBackend(BackendInterface):
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{BACKEND}: PYRUNTIME_COREML={mode!r} (interpreter, coreml or "
                                   "unset)")
-        try:
+        with reading_payload(f"{BACKEND} payload"):
             return self._init(processed, named_data, specs, units, mode)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a malformed payload must never escape as a crash
-            raise payload_error(f"{type(e).__name__}: {e}") from e
 
     def _init(self, processed, named_data, specs, units, mode):
         payload = read_payload(processed, named_data)
@@ -166,12 +150,7 @@ class CoreMLBackend(BackendInterface):
 
     # ---- execute ---------------------------------------------------------------------
     def execute(self, h: CoreMLHandle, args) -> None:
-        if h.closed:
-            raise ExecuTorchError(ErrorCode.DelegateInvalidHandle, f"{BACKEND}: handle destroyed")
-        if len(args) < h.n_in + h.n_out:
-            raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                  f"{BACKEND}: {len(args)} arguments, the model has {h.n_in} "
-                                  f"inputs and {h.n_out} outputs")
+        check_call(BACKEND, h, args, "the model")
         env = {}
         for i, var in enumerate(h.input_vars):
             env[var.name] = _input_array(args[i], var, i)
@@ -182,11 +161,7 @@ class CoreMLBackend(BackendInterface):
             outs = h.compiled.run(env, h.states)
             values = [outs[p] for p in h.output_pos]
         for j, value in enumerate(values):
-            t = args[h.n_in + j]
-            if not isinstance(t, ETensor):
-                raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                      f"{BACKEND}: output {j} must be a tensor, got "
-                                      f"{type(t).__name__}")
+            t = output_tensor(BACKEND, args, j, h.n_in)
             v = np.asarray(value)
             if t.ndim == 0 and v.size == 1:
                 v = v.reshape(())

@@ -80,22 +80,20 @@ def real_div(x, y):
         return np.true_divide(np.asarray(x), np.asarray(y))
 
 
-@mil_op("floor_div")
-def floor_div(x, y):
-    x, y = np.asarray(x), np.asarray(y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if x.dtype.kind in "iu" and y.dtype.kind in "iu":
-            return np.floor_divide(x, np.where(y == 0, 1, y))
-        return np.floor(x / y)
+def _dividing(int_fn, float_fn):
+    """A division-like op: on integers ``int_fn`` with a zero divisor read as 1 (MIL leaves
+    the result undefined), on floats ``float_fn`` (inf or nan), without numpy warnings."""
+    def op(x, y):
+        x, y = np.asarray(x), np.asarray(y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+                return int_fn(x, np.where(y == 0, 1, y))
+            return float_fn(x, y)
+    return op
 
 
-@mil_op("mod")
-def mod(x, y):
-    x, y = np.asarray(x), np.asarray(y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if x.dtype.kind in "iu" and y.dtype.kind in "iu":
-            return np.mod(x, np.where(y == 0, 1, y))
-        return np.mod(x, y)
+floor_div = mil_op("floor_div")(_dividing(np.floor_divide, lambda x, y: np.floor(x / y)))
+mod = mil_op("mod")(_dividing(np.mod, np.mod))
 
 
 @mil_op("pow", upcast=False)

@@ -271,24 +271,22 @@ def layer_norm(x, axes=None, gamma=None, beta=None, epsilon=1e-5):
         return call_kernel("aten::native_layer_norm.out",
                            [np.ascontiguousarray(x), list(ns), w, b, fval(epsilon)],
                            [(x.dtype, x.shape), (x.dtype, stat), (x.dtype, stat)])[0]
-    mean = x.mean(axis=ax, keepdims=True)
-    var = np.square(x - mean).mean(axis=ax, keepdims=True)
-    y = (x - mean) / np.sqrt(var + fval(epsilon))
-    shape = [x.shape[i] if i in ax else 1 for i in range(x.ndim)]
-    if gamma is not None:
-        y = y * np.asarray(gamma).reshape(shape)
-    if beta is not None:
-        y = y + np.asarray(beta).reshape(shape)
-    return y
+    return _normalized(x, ax, epsilon, gamma, beta,
+                       [x.shape[i] if i in ax else 1 for i in range(x.ndim)])
 
 
 @mil_op("instance_norm")
 def instance_norm(x, gamma=None, beta=None, epsilon=1e-5):
     x = np.asarray(x)
-    ax = tuple(range(2, x.ndim))
+    return _normalized(x, tuple(range(2, x.ndim)), epsilon, gamma, beta,
+                       (1, -1) + (1,) * (x.ndim - 2))
+
+
+def _normalized(x, ax, epsilon, gamma, beta, shape):
+    """(x - mean) / sqrt(var + epsilon) over axes ``ax``, then times ``gamma`` and plus
+    ``beta`` (each reshaped to ``shape``) where given."""
     mean = x.mean(axis=ax, keepdims=True)
     y = (x - mean) / np.sqrt(np.square(x - mean).mean(axis=ax, keepdims=True) + fval(epsilon))
-    shape = (1, -1) + (1,) * (x.ndim - 2)
     if gamma is not None:
         y = y * np.asarray(gamma).reshape(shape)
     if beta is not None:

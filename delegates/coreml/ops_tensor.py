@@ -404,20 +404,21 @@ def space_to_depth(x, block_size):
 
 @mil_op("pixel_shuffle", upcast=False)
 def pixel_shuffle(x, upscale_factor):
-    x = np.ascontiguousarray(x)
-    r = ival(upscale_factor)
-    n, c, h, w = x.shape
-    return call_kernel("aten::pixel_shuffle.out", [x, r],
-                       [(x.dtype, (n, c // (r * r), h * r, w * r))])[0]
+    return _shuffled("aten::pixel_shuffle.out", x, ival(upscale_factor), up=True)
 
 
 @mil_op("pixel_unshuffle", upcast=False)
 def pixel_unshuffle(x, downscale_factor):
+    return _shuffled("aten::pixel_unshuffle.out", x, ival(downscale_factor), up=False)
+
+
+def _shuffled(kernel, x, r, up):
+    """ATen's pixel shuffle by ``r`` (channels into r x r pixel blocks) or, not ``up``, its
+    inverse."""
     x = np.ascontiguousarray(x)
-    r = ival(downscale_factor)
     n, c, h, w = x.shape
-    return call_kernel("aten::pixel_unshuffle.out", [x, r],
-                       [(x.dtype, (n, c * r * r, h // r, w // r))])[0]
+    shape = (n, c // (r * r), h * r, w * r) if up else (n, c * r * r, h // r, w // r)
+    return call_kernel(kernel, [x, r], [(x.dtype, shape)])[0]
 
 
 @mil_op("space_to_batch", upcast=False)

@@ -38,7 +38,8 @@ from pyruntime.delegates.ethosu import weights as W
 from pyruntime.delegates.ethosu.npu import Arch, Compiler
 from pyruntime.delegates.ethosu.ops import Executor
 from pyruntime.delegates.ethosu.payload import BACKEND, payload_error, read_payload
-from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.availability import PackageBackend
+from pyruntime.delegates.bridge_checks import check_call, output_tensor, reading_payload
 
 INSTALL_HINT = W.INSTALL_HINT
 
@@ -115,7 +116,7 @@ def _region_sizes(program, fast_scratch: int) -> dict:
     return {0: len(program.weights), 1: program.scratch_size, 2: fast_scratch}
 
 
-class EthosUBackend(BackendInterface):
+class EthosUBackend(PackageBackend):
     """The ``EthosUBackend`` bridge (see the module docstring).
 
     >>> from pyruntime.delegates import backend_registry
@@ -125,28 +126,13 @@ class EthosUBackend(BackendInterface):
     id = BACKEND
     install_hint = INSTALL_HINT
 
-    def is_available(self) -> bool:
-        try:
-            W.codec()
-            return True
-        except ImportError:
-            return False
-
-    def unavailable_reason(self) -> str:
-        try:
-            W.codec()
-        except ImportError as e:
-            return f"{INSTALL_HINT} ({e})"
-        return INSTALL_HINT
+    def probe(self) -> None:
+        W.codec()
 
     def init(self, processed, compile_specs, named_data, runtime_options=None):
         specs = {k: bytes(v).decode("utf-8", "replace") for k, v in compile_specs or []}
-        try:
-            W.codec()
-        except ImportError as e:
-            raise ExecuTorchError(ErrorCode.NotFound, f"{BACKEND}: {INSTALL_HINT} ({e})") \
-                from None
-        try:
+        self.require_package()
+        with reading_payload(f"{BACKEND} payload"):
             program = read_payload(processed, named_data)
             arch = Arch(program.config)
             fast = (runtime_options or {}).get("fast_scratch_size")
@@ -163,10 +149,6 @@ class EthosUBackend(BackendInterface):
                         raise payload_error(f"{what} {i} ({io.nbytes} bytes at {io.offset}) is "
                                             f"outside memory region {io.region}")
             ops = Compiler(arch, sizes).compile(program.commands)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - malformed bytes must not escape as a crash
-            raise payload_error(f"{type(e).__name__}: {e}") from e
         h = EthosUHandle(program, arch, ops, specs, sizes[2])
         threads = (runtime_options or {}).get("threads")
         if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
@@ -175,12 +157,7 @@ class EthosUBackend(BackendInterface):
         return h
 
     def execute(self, h: EthosUHandle, args) -> None:
-        if h.closed:
-            raise ExecuTorchError(ErrorCode.DelegateInvalidHandle, f"{BACKEND}: handle destroyed")
-        if len(args) < h.n_in + h.n_out:
-            raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                  f"{BACKEND}: {len(args)} arguments, the command stream has "
-                                  f"{h.n_in} inputs and {h.n_out} outputs")
+        check_call(BACKEND, h, args, "the command stream")
         for i, io in enumerate(h.program.inputs):
             raw = _tensor_bytes(args[i], io, f"input {i}")
             h.regions[io.region][io.offset:io.offset + io.nbytes] = raw
@@ -193,11 +170,7 @@ class EthosUBackend(BackendInterface):
                                   f"{BACKEND}: the NPU model failed: {type(e).__name__}: {e}") \
                 from e
         for j, io in enumerate(h.program.outputs):
-            t = args[h.n_in + j]
-            if not isinstance(t, ETensor):
-                raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                      f"{BACKEND}: output {j} must be a tensor, got "
-                                      f"{type(t).__name__}")
+            t = output_tensor(BACKEND, args, j, h.n_in)
             dt = np.dtype(t.dtype)
             if dt.itemsize != io.elem_size or int(np.prod(t.sizes)) * dt.itemsize != io.nbytes:
                 raise ExecuTorchError(ErrorCode.InvalidArgument,

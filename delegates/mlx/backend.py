@@ -22,6 +22,7 @@ from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.flatbuf import Reader, read_table
 from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.bridge_checks import reading_payload
 from pyruntime.delegates.interface import BackendInterface, payload_bytes
 from pyruntime.delegates.mlx.ops import OPS
 from pyruntime.delegates.mlx.schema import REQUIRED, SCHEMA, SLOTS
@@ -57,6 +58,14 @@ def _has(named_data, key: str) -> bool:
         return False
 
 
+def _written(slots, i, kind):
+    a = slots[i]
+    if a is None:
+        raise ExecuTorchError(ErrorCode.InvalidState,
+                              f"{kind} slot {i} is read before it is written")
+    return a
+
+
 class _Ctx:
     """The slots of one execute: tensors by Tid, values by Vid."""
 
@@ -66,18 +75,10 @@ class _Ctx:
         self.tensors, self.values = tensors, values
 
     def t(self, tid):
-        a = self.tensors[tid]
-        if a is None:
-            raise ExecuTorchError(ErrorCode.InvalidState, f"tensor slot {tid} is read before "
-                                                          "it is written")
-        return a
+        return _written(self.tensors, tid, "tensor")
 
     def v(self, vid):
-        a = self.values[vid]
-        if a is None:
-            raise ExecuTorchError(ErrorCode.InvalidState, f"value slot {vid} is read before "
-                                                          "it is written")
-        return a
+        return _written(self.values, vid, "value")
 
     def iv(self, x):
         return int(self.v(x.vid)) if x.is_vid else int(x.literal)
@@ -129,13 +130,9 @@ class MLXBackend(BackendInterface):
 
     def init(self, processed, compile_specs, named_data, runtime_options=None):
         blob = payload_bytes(processed)
-        try:
+        with reading_payload(f"{BACKEND}: malformed payload"):
             g, _segment = read_graph(blob)
             return self._bind(g, named_data)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - malformed bytes must not escape as a crash
-            raise payload_error(f"{type(e).__name__}: {e}") from e
 
     def _bind(self, g, named_data) -> MLXHandle:
         counts = [g.num_constant_tensors, g.num_input_tensors, g.num_output_tensors,

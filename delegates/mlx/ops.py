@@ -14,7 +14,7 @@ from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.delegates.numpy_math import sdpa, softmax
-from pyruntime.kernels.conv import conv_nd, conv_transpose_nd
+from pyruntime.kernels.conv.reference import conv_nd, conv_transpose_nd
 from pyruntime.kernels.registry import get_kernel
 
 
@@ -81,7 +81,7 @@ def _addmm(n, c):
 
 def _conv(x, w, stride, padding, dilation, groups):
     """MLX's conv: x [N, *spatial, C_in], w [C_out, *K, C_in / groups] -> [N, *out, C_out],
-    on the portable reference convolution (kernels/conv.py) in channels-first layout."""
+    on the portable reference convolution (kernels/conv/reference.py) in channels-first layout."""
     nd = x.ndim - 2
     _sized([x.shape[0], x.shape[-1]] + [x.shape[1 + i] + 2 * padding[i] for i in range(nd)])
     y = conv_nd(np.moveaxis(x, -1, 1), np.moveaxis(w, -1, 1), stride, padding, dilation, groups)
@@ -90,7 +90,7 @@ def _conv(x, w, stride, padding, dilation, groups):
 
 def _conv_transpose(x, w, stride, padding, dilation, output_padding, groups):
     """MLX's transposed conv: x [N, *spatial, C_in], w [C_out, *K, C_in / groups], on the
-    portable reference (kernels/conv.py), whose weights are [C_in, C_out / groups, *K]."""
+    portable reference (kernels/conv/reference.py), whose weights are [C_in, C_out / groups, *K]."""
     nd = x.ndim - 2
     k = w.shape[1:1 + nd]
     cin_g, cout = w.shape[-1], w.shape[0]

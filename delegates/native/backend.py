@@ -20,6 +20,7 @@ import numpy as np
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import Dynamism, ETensor
+from pyruntime.delegates.bridge_checks import reading_payload
 from pyruntime.delegates.interface import BackendInterface, payload_bytes
 from pyruntime.delegates.named_data import named_bytes
 from pyruntime.delegates.native.graph import (BACKEND, Graph, NativeMethod, build_method, payload_error,
@@ -87,7 +88,7 @@ class NativeBackend(BackendInterface):
 
     def init(self, processed, compile_specs, named_data, runtime_options=None):
         blob = payload_bytes(processed)
-        try:
+        with reading_payload(f"{BACKEND}: malformed payload"):
             prog = read_program(blob)
             if not prog.methods:
                 raise payload_error("the program has no methods")
@@ -97,10 +98,6 @@ class NativeBackend(BackendInterface):
                     f"{BACKEND}: the payload holds {len(prog.methods)} methods; a delegate "
                     "runs one (multi-method programs are ExecuTorch's to_native format)")
             method = build_method(prog.methods[0], f"method {prog.methods[0].name!r}")
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - malformed bytes must not escape as a crash
-            raise payload_error(f"{type(e).__name__}: {e}") from e
         bound, state = {}, {}
         for c in method.constants:
             data = named_bytes(named_data, c.data_key, BACKEND, f"constant {c.name!r}")
@@ -123,12 +120,8 @@ class NativeBackend(BackendInterface):
     def describe_payload(self, processed) -> list[str]:
         """The op of every node (``pyruntime inspect``), cond branches included."""
         blob = payload_bytes(processed)
-        try:
+        with reading_payload(f"{BACKEND}: malformed payload"):
             method = build_method(read_program(blob).methods[0], "payload")
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise payload_error(f"{type(e).__name__}: {e}") from e
         return [c.target.removeprefix("torch.ops.") for g in _graphs(method.graph)
                 for c in g.calls]
 

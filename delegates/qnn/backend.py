@@ -20,7 +20,9 @@ import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
-from pyruntime.delegates.interface import BackendInterface, payload_bytes
+from pyruntime.delegates.availability import LibraryBackend
+from pyruntime.delegates.bridge_checks import reading_payload
+from pyruntime.delegates.interface import payload_bytes
 from pyruntime.delegates.qnn import context, ctypes_api as api, isolated, library, verify
 from pyruntime.delegates.qnn.payload import BACKEND, parse_compile_specs, parse_payload
 
@@ -228,7 +230,7 @@ def _error(msg, code=ErrorCode.InvalidArgument) -> ExecuTorchError:
     return ExecuTorchError(code, f"{BACKEND}: {msg}")
 
 
-class QnnBackend(BackendInterface):
+class QnnBackend(LibraryBackend):
     """The ``QnnBackend`` bridge (see the module docstring and ``delegates.qnn``).
 
     ``init(..., runtime_options={"method": name})`` selects the graph named after the
@@ -251,6 +253,7 @@ class QnnBackend(BackendInterface):
 
     id = BACKEND
     install_hint = library.INSTALL_HINT
+    library_module = library
 
     def __init__(self):
         self.verify = False  # open each new binary in a child process first (verify.py)
@@ -271,31 +274,14 @@ class QnnBackend(BackendInterface):
             return getattr(self, key)
         raise ExecuTorchError(ErrorCode.InvalidArgument, f"{BACKEND}: unknown option {key!r}")
 
-    @property
-    def library(self):
-        return library.get_library()
-
-    def is_available(self) -> bool:
-        return self.library is not None
-
-    def unavailable_reason(self) -> str:
-        return library.unavailable_reason()
-
     # ---- init ------------------------------------------------------------------
     def init(self, processed, compile_specs, named_data, runtime_options=None):
-        lib = self.library
-        if lib is None:
-            raise ExecuTorchError(ErrorCode.NotFound, f"{BACKEND}: {self.unavailable_reason()}")
+        lib = self.require_library()
         opts = runtime_options or {}
         method = opts.get("method", opts.get("method_name"))
-        try:
+        with reading_payload(f"{BACKEND} payload"):
             payload = parse_payload(processed)
             options = parse_compile_specs(compile_specs)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a malformed payload must never escape as a crash
-            raise ExecuTorchError(ErrorCode.InvalidProgram,
-                                  f"{BACKEND} payload: {type(e).__name__}: {e}") from e
         if options.backend_type != 2:
             raise _error(f"the program targets QNN's {options.describe()}; the bridge runs HTP "
                          "context binaries", ErrorCode.NotSupported)

@@ -27,9 +27,7 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
-import importlib.util
 import os
-import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ import numpy as np
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.delegates.qnn import ctypes_api as api
 from pyruntime.delegates.qnn.payload import BACKEND, soc_name
+from pyruntime.delegates.shared_library import LibrarySearch, package_dirs
 
 ENV = "PYRUNTIME_QNN_LIB_DIR"
 SDK_ENV = "QNN_SDK_ROOT"
@@ -301,24 +300,6 @@ _load_lock = threading.Lock()
 
 
 # ---- candidates ----------------------------------------------------------------------
-def _package_dirs(name: str) -> list[str]:
-    """Directories of top-level package ``name`` without importing it."""
-    out = []
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None:
-        out += list(spec.submodule_search_locations or [])
-        if spec.origin and spec.origin not in ("namespace", "built-in"):
-            out.append(os.path.dirname(spec.origin))
-    for p in sys.path:
-        d = os.path.join(p, name) if p else ""
-        if d and os.path.isdir(d):
-            out.append(d)
-    return list(dict.fromkeys(os.path.realpath(d) for d in out))
-
-
 def candidates() -> list[tuple[str, str]]:
     """(source, folder) pairs to try, in order (the explicit folder is handled by
     ``find_library``)."""
@@ -326,7 +307,7 @@ def candidates() -> list[tuple[str, str]]:
     root = os.environ.get(SDK_ENV)
     if root:
         out.append((SDK_ENV, os.path.join(root, "lib", "x86_64-linux-clang")))
-    out += [("onnxruntime-qnn", d) for d in _package_dirs("onnxruntime_qnn")]
+    out += [("onnxruntime-qnn", d) for d in package_dirs("onnxruntime_qnn")]
     return list(dict.fromkeys(out))
 
 
@@ -402,46 +383,22 @@ def _load(folder: str, source: str) -> QnnLibrary:
     return lib
 
 
-_lock = threading.Lock()
-_cache: dict = {}
-attempts: list[str] = []  # why each candidate of the last search was rejected
+_search = LibrarySearch(ENV, INSTALL_HINT)
+attempts = _search.attempts  # why each candidate of the last search was rejected
 
 
 def find_library(folder: str | None = None) -> QnnLibrary | None:
     """The first usable QNN library (see the module docstring), or None."""
-    attempts.clear()
-    explicit = folder or os.environ.get(ENV)
-    if explicit:
-        try:
-            return load_library(explicit, "argument" if folder else ENV)
-        except OSError as e:
-            attempts.append(f"{explicit}: {e}")
-            return None
-    for source, d in candidates():
-        try:
-            return load_library(d, source)
-        except OSError as e:
-            attempts.append(f"{d} ({source}): {e}")
-    return None
+    return _search.find(folder, candidates, load_library)
 
 
 def get_library() -> QnnLibrary | None:
     """``find_library()``, cached per value of the environment variables it reads."""
-    key = (os.environ.get(ENV), os.environ.get(SDK_ENV))
-    with _lock:
-        if key not in _cache:
-            _cache[key] = find_library()
-        return _cache[key]
+    return _search.cached((os.environ.get(ENV), os.environ.get(SDK_ENV)), find_library)
 
 
-def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
-
-
-def unavailable_reason() -> str:
-    tried = "; ".join(attempts)
-    return INSTALL_HINT + (f" (tried: {tried})" if tried else "")
+clear_cache = _search.clear
+unavailable_reason = _search.unavailable_reason
 
 
 __all__ = ["QnnLibrary", "QnnError", "find_library", "get_library", "load_library",

@@ -16,8 +16,9 @@ import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
-from pyruntime.delegates.interface import BackendInterface
-from pyruntime.delegates.tosa.graph import BACKEND, payload_error, read_graph
+from pyruntime.delegates.availability import PackageBackend
+from pyruntime.delegates.bridge_checks import check_call, output_tensor, reading_payload
+from pyruntime.delegates.tosa.graph import BACKEND, read_graph
 
 INSTALL_HINT = ("the TOSA reference model is not installed: pip install 'pyruntime[arm]' "
                 "(tosa-tools; pip install --no-deps tosa-tools==2026.8.0 keeps your numpy)")
@@ -45,7 +46,7 @@ def _specs(compile_specs) -> dict:
     return out
 
 
-class TOSABackend(BackendInterface):
+class TOSABackend(PackageBackend):
     """The ``TOSABackend`` bridge (see the module docstring).
 
     >>> from pyruntime.delegates import backend_registry
@@ -55,35 +56,16 @@ class TOSABackend(BackendInterface):
     id = BACKEND
     install_hint = INSTALL_HINT
 
-    def is_available(self) -> bool:
-        try:
-            reference_model()
-            return True
-        except ImportError:
-            return False
-
-    def unavailable_reason(self) -> str:
-        try:
-            reference_model()
-        except ImportError as e:
-            return f"{INSTALL_HINT} ({e})"
-        return INSTALL_HINT
+    def probe(self) -> None:
+        reference_model()
 
     def init(self, processed, compile_specs, named_data, runtime_options=None):
-        try:
-            reference_model()
-        except ImportError as e:
-            raise ExecuTorchError(ErrorCode.NotFound, f"{BACKEND}: {INSTALL_HINT} ({e})") \
-                from None
+        self.require_package()
         specs = _specs(compile_specs)
         blob = bytes(np.asarray(processed).reshape(-1).view(np.uint8)) \
             if isinstance(processed, np.ndarray) else bytes(processed)
-        try:
+        with reading_payload(f"{BACKEND} payload"):
             graph = read_graph(blob)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - malformed bytes must not escape as a crash
-            raise payload_error(f"{type(e).__name__}: {e}") from e
         for t in graph.inputs + graph.outputs:
             if t.dtype is None:
                 raise ExecuTorchError(ErrorCode.NotSupported,
@@ -93,12 +75,7 @@ class TOSABackend(BackendInterface):
         return TOSAHandle(blob, graph, specs, precise)
 
     def execute(self, h: TOSAHandle, args) -> None:
-        if h.closed:
-            raise ExecuTorchError(ErrorCode.DelegateInvalidHandle, f"{BACKEND}: handle destroyed")
-        if len(args) < h.n_in + h.n_out:
-            raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                  f"{BACKEND}: {len(args)} arguments, the graph has {h.n_in} "
-                                  f"inputs and {h.n_out} outputs")
+        check_call(BACKEND, h, args, "the graph")
         inputs = []
         for i, spec in enumerate(h.graph.inputs):
             t = args[i]
@@ -130,11 +107,7 @@ class TOSABackend(BackendInterface):
                                   f"{BACKEND}: the reference model returned {len(outs)} outputs, "
                                   f"the graph declares {h.n_out}")
         for j, value in enumerate(outs):
-            t = args[h.n_in + j]
-            if not isinstance(t, ETensor):
-                raise ExecuTorchError(ErrorCode.InvalidArgument,
-                                      f"{BACKEND}: output {j} must be a tensor, got "
-                                      f"{type(t).__name__}")
+            t = output_tensor(BACKEND, args, j, h.n_in)
             v = np.asarray(value)
             if v.size == int(np.prod(t.sizes)) and v.shape != tuple(t.sizes):
                 v = v.reshape(t.sizes)

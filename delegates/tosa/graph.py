@@ -95,18 +95,18 @@ class _Buf:
         return self.b[start:start + n].decode("utf-8", "replace")
 
     def tables(self, table: int, index: int) -> list[int]:
-        f = self.field(table, index)
-        if f is None:
-            return []
-        start, n = self.vector(f, 4)
-        return [self.table(start + 4 * i) for i in range(n)]
+        return self._each(table, index, self.table)
 
     def strings(self, table: int, index: int) -> list[str]:
+        return self._each(table, index, self.string)
+
+    def _each(self, table: int, index: int, read) -> list:
+        """``read`` of every offset in the vector of field ``index`` ([] when absent)."""
         f = self.field(table, index)
         if f is None:
             return []
         start, n = self.vector(f, 4)
-        return [self.string(start + 4 * i) for i in range(n)]
+        return [read(start + 4 * i) for i in range(n)]
 
 
 def read_graph(data: bytes) -> Graph:

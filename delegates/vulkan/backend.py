@@ -15,6 +15,7 @@ import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.bridge_checks import reading_payload
 from pyruntime.delegates.interface import BackendInterface
 from pyruntime.delegates.vulkan import device as devmod
 from pyruntime.delegates.vulkan.blob import BACKEND, parse_blob
@@ -126,13 +127,8 @@ class VulkanBackend(BackendInterface):
 
     def init(self, processed, compile_specs, named_data, runtime_options=None):
         options = parse_compile_specs(compile_specs)
-        try:
+        with reading_payload(f"{BACKEND} payload"):
             vb = parse_blob(processed)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a malformed payload must never escape as a crash
-            raise ExecuTorchError(ErrorCode.InvalidProgram,
-                                  f"{BACKEND} payload: {type(e).__name__}: {e}") from e
         dev = devmod.get_device()
         g = build_graph(dev, vb, named_data, options)
         cmds = CommandList(dev)

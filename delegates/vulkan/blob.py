@@ -13,15 +13,14 @@ whose message names ``VulkanBackend``.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.flatbuf import Node, Reader, read_table
-from pyruntime.delegates.interface import payload_bytes
-from pyruntime.delegates.named_data import named_bytes
+from pyruntime.delegates.named_data import sized_named_bytes
+from pyruntime.delegates.segment_header import payload_segments
 from pyruntime.delegates.vulkan.schema import VK_SCHEMA
 
 BACKEND = "VulkanBackend"
@@ -43,30 +42,13 @@ class VkBlob:
 
 def parse_blob(blob) -> VkBlob:
     """Split and verify a payload; returns the parsed graph and the raw-bytes region."""
-    buf = payload_bytes(blob)
-    n = len(buf)
-    if n < 8:
-        raise blob_error(f"{n} bytes is too short")
-    if bytes(buf[4:8]) != HEADER_MAGIC:
-        if bytes(buf[4:8]) == IDENTIFIER:  # a bare VkGraph flatbuffer
-            fb, raw = buf, buf[:0]
-        else:
-            raise blob_error(f"magic {bytes(buf[4:8])!r}, expected {HEADER_MAGIC!r}",
-                             ErrorCode.DelegateInvalidCompatibility)
-    else:
-        if n < 30:
-            raise blob_error(f"{n} bytes is too short for the VH00 header")
-        hlen, fb_off, fb_size, r_off, r_size = struct.unpack_from("<HIIIQ", buf, 8)
-        if hlen < 30:
-            raise blob_error(f"header length {hlen} < 30")
-        if fb_size < 8 or fb_off < hlen or fb_off + fb_size > n:
-            raise blob_error(f"flatbuffer [{fb_off}, +{fb_size}) is outside the {n}-byte payload")
-        if r_off < fb_off + fb_size or r_off + r_size > n:
-            raise blob_error(f"raw bytes [{r_off}, +{r_size}) are outside the payload or overlap "
-                             f"the flatbuffer (ends at {fb_off + fb_size}, payload {n} bytes)")
-        fb, raw = buf[fb_off:fb_off + fb_size], buf[r_off:r_off + r_size]
+    buf, fb, raw = payload_segments(blob, HEADER_MAGIC, blob_error, "payload", "raw bytes",
+                                    plural=True)
     ident = bytes(fb[4:8])
     if ident != IDENTIFIER:
+        if bytes(buf[4:8]) != HEADER_MAGIC:  # neither a header nor a bare VkGraph flatbuffer
+            raise blob_error(f"magic {bytes(buf[4:8])!r}, expected {HEADER_MAGIC!r}",
+                             ErrorCode.DelegateInvalidCompatibility)
         raise blob_error(f"flatbuffer identifier {ident!r}, expected {IDENTIFIER!r}",
                          ErrorCode.DelegateInvalidCompatibility)
     reader = Reader(fb, ErrorCode.InvalidProgram, f"{BACKEND} payload (VkGraph)")
@@ -86,16 +68,9 @@ def constant_bytes(vb: VkBlob, idx: int, named_data, where: str) -> np.ndarray:
     if c.offset == _NAMED or c.named_key is not None:
         if c.named_key is None:
             raise blob_error(f"{where}: constant {idx} is in named data but has no key")
-        return _named(named_data, c.named_key, c.length, where)
+        return sized_named_bytes(named_data, c.named_key, c.length, BACKEND, where,
+                                 blob_error)[:c.length]
     if c.offset + c.length > len(vb.raw):
         raise blob_error(f"{where}: constant {idx} [{c.offset}, +{c.length}) is outside the "
                          f"{len(vb.raw)}-byte raw region")
     return vb.raw[c.offset:c.offset + c.length]
-
-
-def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
-    data = named_bytes(named_data, key, BACKEND, where)
-    if len(data) < size:
-        raise blob_error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says "
-                         f"{size}")
-    return data[:size]

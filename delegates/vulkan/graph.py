@@ -229,6 +229,11 @@ class Graph:
         v = self.values[vid]
         return v.value if isinstance(v, SymInt) else v
 
+    def fval(self, vid: int, default: float) -> float:
+        """A float argument, ``default`` where it is None (an optional scalar not given)."""
+        v = self.val(vid)
+        return default if v is None else float(v)
+
     def ival(self, vid: int, where: str, default=None) -> int:
         """An int argument. The serializer shares one value among equal scalars (0, 0.0 and
         False hash alike), so an int argument may arrive as a Double or a Bool."""

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from pathlib import Path
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
+from pyruntime.delegates.memo import Memo
 
 SHADER_DIR = Path(__file__).resolve().parent / "shaders"
 COMMON = "common.glsl"  # included by every shader (#include "common.glsl")
 GLSLC_HINT = ("install glslc (Debian/Ubuntu: apt-get install glslc; or the Vulkan SDK), "
               "or point $PYRUNTIME_GLSLC at it")
-_lock = threading.Lock()
-_memo: dict[tuple, bytes] = {}
+_compiled = Memo()  # (name, defines) -> SPIR-V, once per process
 
 
 def cache_dir() -> Path:
@@ -57,15 +56,7 @@ def _key(name: str, defines: tuple) -> str:
 
 def spirv(name: str, defines: tuple = ()) -> bytes:
     """SPIR-V words of shader ``name`` with ``defines`` (tuple of (macro, value))."""
-    k = (name, defines)
-    code = _memo.get(k)
-    if code is not None:
-        return code
-    with _lock:
-        code = _memo.get(k)
-        if code is None:
-            code = _memo[k] = _compile(name, defines)
-    return code
+    return _compiled.get((name, defines), lambda: _compile(name, defines))
 
 
 def _compile(name: str, defines: tuple) -> bytes:

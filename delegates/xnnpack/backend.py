@@ -24,7 +24,8 @@ import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
-from pyruntime.delegates.interface import BackendInterface
+from pyruntime.delegates.availability import LibraryBackend
+from pyruntime.delegates.bridge_checks import reading_payload
 from pyruntime.delegates.xnnpack import library
 from pyruntime.delegates.xnnpack.blob import BACKEND, parse_blob
 from pyruntime.delegates.xnnpack.ctypes_api import STATUS, XNN_EXTRA_BYTES, XNN_MAX_TENSOR_DIMS, \
@@ -131,7 +132,7 @@ def _fail(st, what, code=ErrorCode.Internal):
     return ExecuTorchError(code, f"{BACKEND}: {what} failed with xnn_status {STATUS.get(st, st)}")
 
 
-class XnnpackBackend(BackendInterface):
+class XnnpackBackend(LibraryBackend):
     """The ``XnnpackBackend`` bridge (see the module docstring).
 
     ``threads`` (default: ``$PYRUNTIME_THREADS`` or the CPUs this process may use)
@@ -145,20 +146,10 @@ class XnnpackBackend(BackendInterface):
 
     id = BACKEND
     install_hint = library.INSTALL_HINT
+    library_module = library
 
     def __init__(self):
         self.threads = _default_threads()
-
-    # ---- availability ----------------------------------------------------------
-    @property
-    def library(self):
-        return library.get_library()
-
-    def is_available(self) -> bool:
-        return self.library is not None
-
-    def unavailable_reason(self) -> str:
-        return library.unavailable_reason()
 
     def set_option(self, key: str, value) -> None:
         if key not in ("threads", "num_threads"):
@@ -179,16 +170,9 @@ class XnnpackBackend(BackendInterface):
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ExecuTorchError(ErrorCode.InvalidArgument,
                                   f"{BACKEND}: threads must be a positive int, got {threads!r}")
-        lib = self.library
-        if lib is None:
-            raise ExecuTorchError(ErrorCode.NotFound, f"{BACKEND}: {self.unavailable_reason()}")
-        try:
+        lib = self.require_library()
+        with reading_payload(f"{BACKEND} blob"):
             xb = parse_blob(processed)
-        except ExecuTorchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a malformed blob must never escape as a crash
-            raise ExecuTorchError(ErrorCode.InvalidProgram,
-                                  f"{BACKEND} blob: {type(e).__name__}: {e}") from e
         sub = build_subgraph(lib, xb, named_data)
         api = lib.api
         runtime, workspace = ctypes.c_void_p(), ctypes.c_void_p()

@@ -12,15 +12,14 @@ is checked against the blob before a view is made; a bad blob raises
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.flatbuf import Node, Reader, read_table
-from pyruntime.delegates.interface import payload_bytes
-from pyruntime.delegates.named_data import named_bytes
+from pyruntime.delegates.named_data import sized_named_bytes
+from pyruntime.delegates.segment_header import payload_segments
 from pyruntime.delegates.xnnpack.schema import XNN_SCHEMA
 
 BACKEND = "XnnpackBackend"
@@ -43,27 +42,8 @@ class XnnBlob:
 
 def parse_blob(blob) -> XnnBlob:
     """Split and verify a delegate blob; returns the parsed graph and constant region."""
-    buf = payload_bytes(blob)
-    n = len(buf)
-    if n < 8:
-        raise blob_error(f"{n} bytes is too short")
-    if bytes(buf[4:8]) == HEADER_MAGIC:
-        if n < 30:
-            raise blob_error(f"{n} bytes is too short for the XH00 header")
-        hlen, fb_off, fb_size, c_off, c_size = struct.unpack_from("<HIIIQ", buf, 8)
-        if hlen < 30:
-            raise blob_error(f"header length {hlen} < 30")
-        if fb_size < 8 or fb_off < hlen or fb_off + fb_size > n:
-            raise blob_error(f"flatbuffer [{fb_off}, +{fb_size}) is outside the {n}-byte blob")
-        if c_off < fb_off + fb_size or c_off + c_size > n:
-            raise blob_error(f"constant data [{c_off}, +{c_size}) is outside the blob or "
-                             f"overlaps the flatbuffer (ends at {fb_off + fb_size}, blob {n} "
-                             "bytes)")
-        fb = buf[fb_off:fb_off + fb_size]
-        constants = buf[c_off:c_off + c_size]
-    else:
-        fb = buf
-        constants = buf[:0]
+    buf, fb, constants = payload_segments(blob, HEADER_MAGIC, blob_error, "blob",
+                                          "constant data")
     ident = bytes(fb[4:8])
     if ident not in IDENTIFIERS:
         raise blob_error(f"flatbuffer identifier {ident!r}, expected one of "
@@ -87,7 +67,8 @@ def constant_bytes(xb: XnnBlob, idx: int, named_data, where: str) -> np.ndarray 
                              f"({len(g.constant_data)} entries)")
         entry = g.constant_data[idx]
         if entry.named_key is not None:
-            return _named(named_data, entry.named_key, entry.size, where)
+            return sized_named_bytes(named_data, entry.named_key, entry.size, BACKEND, where,
+                                     blob_error)
         if entry.offset == _NO_OFFSET or entry.offset + entry.size > len(xb.constants):
             raise blob_error(f"{where}: constant {idx} [{entry.offset}, +{entry.size}) is outside "
                              f"the {len(xb.constants)}-byte constant region")
@@ -99,11 +80,3 @@ def constant_bytes(xb: XnnBlob, idx: int, named_data, where: str) -> np.ndarray 
         storage = g.constant_buffer[idx].storage
         return storage if storage is not None else np.zeros(0, np.uint8)
     raise blob_error(f"{where}: constant index {idx} but the graph has no constant data")
-
-
-def _named(named_data, key: str, size: int, where: str) -> np.ndarray:
-    data = named_bytes(named_data, key, BACKEND, where)
-    if size and len(data) < size:
-        raise blob_error(f"{where}: named data {key!r} has {len(data)} bytes, the graph says "
-                         f"{size}")
-    return data

@@ -18,12 +18,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import glob
-import importlib.util
 import os
-import sys
 import threading
 from dataclasses import dataclass, field
 
+from pyruntime.delegates.shared_library import LibrarySearch, package_dirs
 from pyruntime.delegates.xnnpack.ctypes_api import STATUS, XnnApi
 
 ENV = "PYRUNTIME_XNNPACK_LIB"
@@ -137,35 +136,12 @@ class XnnLibrary:
 
 
 # ---- candidates ----------------------------------------------------------------
-def _site_dirs() -> list[str]:
-    dirs = []
-    for p in sys.path:
-        if p and os.path.isdir(p) and p not in dirs:
-            dirs.append(p)
-    return dirs
-
-
-def _package_dirs(name: str) -> list[str]:
-    """Directories of top-level package ``name`` without importing it."""
-    out = []
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None:
-        out += list(spec.submodule_search_locations or [])
-        if spec.origin and spec.origin not in ("namespace", "built-in"):
-            out.append(os.path.dirname(spec.origin))
-    out += [os.path.join(d, name) for d in _site_dirs() if os.path.isdir(os.path.join(d, name))]
-    return list(dict.fromkeys(os.path.realpath(d) for d in out))
-
-
 def candidates() -> list[tuple[str, str]]:
     """(source, path) pairs to try, in order (the explicit path is handled by find_library)."""
     out = []
-    for d in _package_dirs("executorch"):
+    for d in package_dirs("executorch"):
         out.append(("executorch", os.path.join(d, "lib", "libexecutorch_backend_xnnpack.so")))
-    for d in _package_dirs("tflite_runtime"):
+    for d in package_dirs("tflite_runtime"):
         out += [("tflite-runtime", p)
                 for p in sorted(glob.glob(os.path.join(d, "_pywrap_tensorflow_interpreter*.so")))]
     found = ctypes.util.find_library("XNNPACK")
@@ -197,46 +173,22 @@ def load_library(path: str, source: str = "path") -> XnnLibrary:
     return XnnLibrary(path=path, source=source, api=api, cdll=cdll)
 
 
-_lock = threading.Lock()
-_cache: dict = {}
-attempts: list[str] = []  # why each candidate of the last search was rejected
+_search = LibrarySearch(ENV, INSTALL_HINT)
+attempts = _search.attempts  # why each candidate of the last search was rejected
 
 
 def find_library(path: str | None = None) -> XnnLibrary | None:
     """The first usable XNNPACK library (see the module docstring), or None."""
-    attempts.clear()
-    explicit = path or os.environ.get(ENV)
-    if explicit:
-        try:
-            return load_library(explicit, "argument" if path else ENV)
-        except OSError as e:
-            attempts.append(f"{explicit}: {e}")
-            return None
-    for source, p in candidates():
-        try:
-            return load_library(p, source)
-        except OSError as e:
-            attempts.append(f"{p} ({source}): {e}")
-    return None
+    return _search.find(path, candidates, load_library)
 
 
 def get_library() -> XnnLibrary | None:
     """``find_library()``, cached per value of $PYRUNTIME_XNNPACK_LIB."""
-    key = os.environ.get(ENV)
-    with _lock:
-        if key not in _cache:
-            _cache[key] = find_library()
-        return _cache[key]
+    return _search.cached(os.environ.get(ENV), find_library)
 
 
-def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
-
-
-def unavailable_reason() -> str:
-    tried = "; ".join(attempts)
-    return INSTALL_HINT + (f" (tried: {tried})" if tried else "")
+clear_cache = _search.clear
+unavailable_reason = _search.unavailable_reason
 
 
 __all__ = ["XnnLibrary", "find_library", "get_library", "load_library", "candidates",

@@ -48,6 +48,9 @@ _UNARY_OPS = {"Sigmoid": "sigmoid", "Floor": "floor", "SquareRoot": "square_root
               "Square": "square", "Abs": "abs", "Sin": "sine", "Cos": "cosine", "Tanh": "tanh",
               "Exp": "exp"}
 _LEGACY_UNARY = {"sine": "xnn_define_sin", "cosine": "xnn_define_cos"}
+# unary ops of one scalar parameter: node -> (op, UnaryParams field, node field)
+_PARAM_UNARY_OPS = {"LeakyReLU": ("leaky_relu", "leaky_relu_slope", "negative_slope"),
+                    "ELU": ("elu", "elu_alpha", "alpha")}
 _BINARY_OPS = {"Add": ("add", "xnn_define_add2", True),
                "Subtract": ("subtract", "xnn_define_subtract", True),
                "Multiply": ("multiply", "xnn_define_multiply2", True),
@@ -76,6 +79,20 @@ for _name, _op in _UNARY_OPS.items():
     HANDLERS[_name] = _make_unary(_op)
 
 
+def _make_param_unary(op, param, field):
+    def h(b, n, lo, hi, where):
+        a, o = b.ids(n, _IO, where)
+        value = getattr(n, field)
+        p = UnaryParams()
+        setattr(p, param, value)
+        b.unary(op, p, a, o, n.flags, where, legacy_args=(value,))
+    return h
+
+
+for _name, (_op, _param, _field) in _PARAM_UNARY_OPS.items():
+    HANDLERS[_name] = _make_param_unary(_op, _param, _field)
+
+
 def _make_binary(op, legacy, minmax):
     def h(b, n, lo, hi, where):
         a, c, o = b.ids(n, ("input1_id", "input2_id", "output_id"), where)
@@ -93,22 +110,6 @@ def _clamp(b, n, lo, hi, where):
     p = UnaryParams()
     p.clamp.min, p.clamp.max = lo, hi
     b.unary("clamp", p, a, o, n.flags, where, legacy_args=(lo, hi))
-
-
-@_handler("LeakyReLU")
-def _leaky_relu(b, n, lo, hi, where):
-    a, o = b.ids(n, _IO, where)
-    p = UnaryParams()
-    p.leaky_relu_slope = n.negative_slope
-    b.unary("leaky_relu", p, a, o, n.flags, where, legacy_args=(n.negative_slope,))
-
-
-@_handler("ELU")
-def _elu(b, n, lo, hi, where):
-    a, o = b.ids(n, _IO, where)
-    p = UnaryParams()
-    p.elu_alpha = n.alpha
-    b.unary("elu", p, a, o, n.flags, where, legacy_args=(n.alpha,))
 
 
 @_handler("PReLU")

@@ -17,7 +17,6 @@ never imports this package.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import threading
 
 from pyruntime.kernels.fast import binder_index
@@ -64,18 +63,11 @@ def _chain(first, second):
 
 
 def kernel_modules() -> list[str]:
-    """Every module holding binders: ``kernels.fast.*`` (typed kernels) and
-    ``kernels.fast.generic.*`` (one kernel per family for every dtype)."""
-    import pyruntime.kernels.fast as pkg
-    out = []
-    for m in pkgutil.iter_modules(pkg.__path__):
-        if m.ispkg:
-            sub = importlib.import_module(f"pyruntime.kernels.fast.{m.name}")
-            out += [f"pyruntime.kernels.fast.{m.name}.{s.name}" for s in pkgutil.iter_modules(sub.__path__)
-                    if not s.name.startswith("_")]
-        elif m.name not in ("nb", "context") and not m.name.startswith("_"):
-            out.append(f"pyruntime.kernels.fast.{m.name}")
-    return out
+    """Every module holding binders: each family's ``typed*`` (typed hot paths) and
+    ``generic*`` (one kernel per family for every dtype) modules."""
+    from pyruntime.kernels import family_modules
+
+    return family_modules("fast")
 
 
 _loaded = False

@@ -33,8 +33,7 @@ _CACHED_DIRS = ("kernels", "delegates")  # whose compiled functions are cached h
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/context.py", "kernels/fast/jit.py",
                            "kernels/fast/objcache.py", "kernels/fast/binder_index.py",
-                           "kernels/fast/deferred.py", "kernels/fast/shipped.py",
-                           "kernels/fast/generic/__init__.py"})
+                           "kernels/fast/deferred.py", "kernels/fast/shipped.py"})
 
 
 def cache_root() -> str:
@@ -116,6 +115,12 @@ def numba_version() -> str:
         return numba.__version__
 
 
+def cache_name(path: Path) -> str:
+    """A kernel file's cache folder name before its key: its folder and stem
+    (``complex.typed``, ``fast.gemm``), since every family folder has a ``typed.py``."""
+    return f"{path.parent.name}.{path.stem}"
+
+
 def source_key(path: Path) -> str:
     """Hash of ``path`` and of every project module reachable through its imports."""
     path = path.resolve()
@@ -164,7 +169,7 @@ def locator_class():
             self._py_file = py_file  # numba's warning for an uncachable function reads it
             path = Path(py_file)
             self._key = source_key(path)
-            self._path = os.path.join(cache_root(), f"{path.stem}-{self._key}")
+            self._path = os.path.join(cache_root(), f"{cache_name(path)}-{self._key}")
 
         def get_cache_path(self):
             return self._path

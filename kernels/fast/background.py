@@ -8,7 +8,7 @@ without it, so the plan compiles it itself). ``compile_kernels(refs, jobs)`` com
 ``jobs`` worker processes, one kernel per worker at a time, a lock file per kernel so two
 processes never compile the same one. ``all_kernels()`` lists every kernel body.
 
-    python -m pyruntime.kernels.fast.background --jobs 2 pyruntime.kernels.fast.conv:conv_kernel ...
+    python -m pyruntime.kernels.fast.background --jobs 2 pyruntime.kernels.conv.typed:conv_kernel ...
 
 This file holds no jitted code: it is left out of the kernels' cache keys.
 """

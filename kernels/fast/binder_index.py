@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[2]
-_VERSION = 1
+_VERSION = 2  # 2: modules in family folders
 
 
 def sources_key() -> str:
@@ -41,7 +41,7 @@ def read() -> dict | None:
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not all(
-            isinstance(v, list) and all(isinstance(m, str) and m.startswith("pyruntime.kernels.fast.")
+            isinstance(v, list) and all(isinstance(m, str) and m.startswith("pyruntime.kernels.")
                                         for m in v) for v in data.values()):
         return None
     return data

@@ -126,7 +126,7 @@ def _os_avx() -> bool:
 def path_for(py_fn, magic: tuple | None = None, root=None) -> Path | None:
     """Where the object of the kernel body ``py_fn`` lives (None: not a project kernel),
     under the cache (or ``root``: the shipped kernels, ``kernels.fast.shipped``)."""
-    from pyruntime.kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_root, source_key
+    from pyruntime.kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_name, cache_root, source_key
 
     try:
         src = Path(py_fn.__code__.co_filename).resolve()
@@ -136,7 +136,7 @@ def path_for(py_fn, magic: tuple | None = None, root=None) -> Path | None:
     except (AttributeError, OSError, ValueError):
         return None
     tag = hashlib.sha256(repr(magic or _magic()).encode()).hexdigest()[:16]
-    return Path(root or cache_root()) / f"{src.stem}-{source_key(src)}" / \
+    return Path(root or cache_root()) / f"{cache_name(src)}-{source_key(src)}" / \
         f"{py_fn.__name__}.{tag}.o"
 
 

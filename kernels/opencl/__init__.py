@@ -1,5 +1,5 @@
-"""The OpenCL tier's kernels: our OpenCL C, one module per family beside the reference
-(``kernels/<family>.py``) and fast (``kernels/fast/<family>.py``) tiers, each binder
+"""The OpenCL tier's machinery: each family's OpenCL C is ``kernels/<family>/opencl.py``,
+beside its reference (``reference*.py``) and compiled (``typed*.py``, ``generic*.py``) tiers, each binder
 registered under the exact op name (``api.register_cl``). ``device`` chooses the
 device and builds and caches the programs; ``pyruntime.clplan`` maps a method onto it.
 Needs ``pyopencl`` (the ``[opencl]`` extra) and an OpenCL driver."""
@@ -13,4 +13,4 @@ def load_families() -> None:
     import importlib
 
     for f in FAMILIES:
-        importlib.import_module(f"pyruntime.kernels.opencl.{f}")
+        importlib.import_module(f"pyruntime.kernels.{f}.opencl")

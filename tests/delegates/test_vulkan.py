@@ -300,14 +300,15 @@ def test_missing_glslc_is_a_clear_error(tmp_path):
 
 
 def test_shader_cache_is_keyed_by_source(tmp_path, monkeypatch):
+    from pyruntime.delegates.memo import Memo
     from pyruntime.delegates.vulkan import shaders
 
     monkeypatch.setenv("PYRUNTIME_CACHE", str(tmp_path))
-    monkeypatch.setattr(shaders, "_memo", {})
+    monkeypatch.setattr(shaders, "_compiled", Memo())
     code = shaders.spirv("copy", (("FILL", 1), ("T_Y", "float")))
     assert code[:4] == b"\x03\x02\x23\x07"  # SPIR-V magic
     files = list((tmp_path / "vulkan").glob("copy-*.spv"))
     assert len(files) == 1
-    monkeypatch.setattr(shaders, "_memo", {})
+    monkeypatch.setattr(shaders, "_compiled", Memo())
     monkeypatch.setenv("PYRUNTIME_GLSLC", "/nonexistent")  # cached: glslc is not needed
     assert shaders.spirv("copy", (("FILL", 1), ("T_Y", "float"))) == code

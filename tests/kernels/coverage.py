@@ -381,7 +381,7 @@ for _n in ("gated_delta_rule", "channelwise_gated_delta_rule"):  # one token: th
 
 
 def _moe_packed(n, k, experts=4, group=32):
-    """[experts, bytes] torchao-packed int4 [n, k] weights (kernels/llm_extra.py): a 64-byte
+    """[experts, bytes] torchao-packed int4 [n, k] weights (kernels/llm/reference_extra.py): a 64-byte
     header, then per 8 rows and group: random nibbles, eight 0.02 scales, eight (unused) sums."""
     import numpy as np
     import torch
@@ -913,7 +913,7 @@ def _run_prim(name):
         return Cell("missing", _short(e))
     if got != want or type(got) is not type(want):
         return Cell("missing", f"mismatch: got {got!r}, want {want!r}")
-    from pyruntime.kernels.fast.prim import OPS
+    from pyruntime.kernels.prim.typed import OPS
     if name not in OPS:
         return Cell("reference")
     try:
@@ -928,7 +928,7 @@ def _run_prim(name):
 # Registered operators the sweep leaves out, with why and where they are checked instead.
 NOT_SWEPT = {"cadence::": "torch's registrations of Cadence's ops are the wheel's reference "
                           "kernels, which read the requantization multiplier with the opposite "
-                          "sign (kernels/cadence.py); tests/programs/test_cadence.py checks "
+                          "sign (kernels/cadence/reference.py); tests/programs/test_cadence.py checks "
                           "them against the PT2E-converted models bit for bit"}
 
 

@@ -57,7 +57,7 @@ def generate() -> dict:
     import executorch.kernels.quantized  # noqa: F401
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
-    import pyruntime.kernels.llm_extra  # noqa: F401  (registers llama::fallback etc. in our registry)
+    import pyruntime.kernels.llm.reference_extra  # noqa: F401  (registers llama::fallback etc. in our registry)
     from tests.programs.cadence_fixtures import cadence_ops
 
     cadence_ops()  # torch's registrations of the cadence:: operators

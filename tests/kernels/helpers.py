@@ -163,13 +163,13 @@ def check_compiled(name, args, out_shape, dtype, dim_order=None):
 
 
 def call_fast_prim(name: str, *args):
-    """Run a compiled scalar prim op (kernels/fast/prim.py) over value records the way
+    """Run a compiled scalar prim op (kernels/prim/typed.py) over value records the way
     the fast loop does; returns its result, or raises RuntimeError with the status.
     Tensor operands (sym_size, sym_numel, _local_scalar_dense) may be numpy arrays."""
     import ctypes
 
     from pyruntime.cython_ext.desc import DescTable
-    from pyruntime.kernels.fast import prim
+    from pyruntime.kernels.prim import typed as prim
     from pyruntime.kernels.fast.context import BindContext
     from pyruntime.fastpath import _decode, _encode
 
@@ -202,7 +202,7 @@ def run_fast_prim_tensor_op(name: str, a: np.ndarray) -> np.ndarray:
     import ctypes
 
     from pyruntime.cython_ext.desc import DescTable
-    from pyruntime.kernels.fast import prim
+    from pyruntime.kernels.prim import typed as prim
     from pyruntime.kernels.fast.context import BindContext
     from pyruntime.fastpath import _encode
 

@@ -56,7 +56,7 @@ def test_a_process_binding_one_family_imports_few_kernel_modules(tmp_path):
     _child(tmp_path)
     code = ("import json, sys\nimport pyruntime.kernels.fast as fast\n"
             "fast.get_binder('aten::convolution.out')\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pyruntime.kernels.fast.'))))")
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pyruntime.kernels.'))))")
     mods = run_json(code, env={"PYRUNTIME_CACHE": str(tmp_path)})
-    assert "pyruntime.kernels.fast.conv" in mods and "pyruntime.kernels.fast.generic.conv" in mods
-    assert "pyruntime.kernels.fast.quantized" not in mods and "pyruntime.kernels.fast.llm" not in mods
+    assert "pyruntime.kernels.conv.typed" in mods and "pyruntime.kernels.conv.generic" in mods
+    assert "pyruntime.kernels.quantized.typed" not in mods and "pyruntime.kernels.llm.typed" not in mods

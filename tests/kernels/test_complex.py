@@ -1,4 +1,4 @@
-"""Complex kernels (kernels/complex.py, complex abs in kernels/elementwise.py) against
+"""Complex kernels (kernels/complex/reference.py, complex abs in kernels/elementwise/reference.py) against
 torch.ops.aten, for ComplexHalf, ComplexFloat and ComplexDouble."""
 from __future__ import annotations
 

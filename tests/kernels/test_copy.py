@@ -1,4 +1,4 @@
-"""Copy kernels (kernels/copy.py) against torch.ops.aten."""
+"""Copy kernels (kernels/shape/reference_copy.py) against torch.ops.aten."""
 import ml_dtypes
 import numpy as np
 import pytest

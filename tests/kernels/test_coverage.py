@@ -128,7 +128,7 @@ def test_sweep_detects_a_wrong_kernel(monkeypatch):
 
 
 def test_prim_cases(by_op):
-    """Every prim op runs compiled (kernels/fast/prim.py) and matches its reference."""
+    """Every prim op runs compiled (kernels/prim/typed.py) and matches its reference."""
     for op in coverage.executorch_ops()["prim"]:
         assert by_op[op].cells["scalar"].status == "compiled", (op, by_op[op].cells)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pyruntime.cython_ext import ETensor, ExecuTorchError, from_numpy_dtype
-from pyruntime.kernels import creation
+from pyruntime.kernels.creation import reference as creation
 from tests.kernels.helpers import assert_close, bound_out, call, static_out, to_np
 
 aten = torch.ops.aten

@@ -1,7 +1,7 @@
 """The generic any-dtype compiled elementwise engine against the reference kernels.
 
 Each case runs the reference kernel into a static out, then the compiled
-kernel (``kernels/fast/generic/elementwise.py``, bound directly, not through a specialized
+kernel (``kernels/elementwise/generic.py``, bound directly, not through a specialized
 binder) into a static out and into a dynamic-bound out that must shrink.
 Where the reference raises, the compiled binder must decline or its kernel fail.
 Exact ops must match bit for bit (half/bfloat16 within 1e-2); transcendental
@@ -17,7 +17,7 @@ import pytest
 from pyruntime.cython_ext import Dynamism, ETensor, ExecuTorchError, from_numpy_dtype
 from pyruntime.cython_ext.desc import DescTable
 from pyruntime.kernels.fast.context import BindContext
-from pyruntime.kernels.fast.generic import unary
+from pyruntime.kernels.elementwise import generic_unary as unary
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT
 from tests.kernels.helpers import as_value, assert_close, call, static_out
 from tests.kernels.test_elementwise import BF16, dim_ordered, make
@@ -29,14 +29,14 @@ HALF = (np.dtype(np.float16), BF16)
 SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3.5]
 
 
-_ELEMENTWISE = {f"pyruntime.kernels.fast.generic.{m}" for m in ("elem_bind", "unary", "binary")}
+_ELEMENTWISE = {f"pyruntime.kernels.elementwise.{m}" for m in ("generic_bind", "generic_unary", "generic_binary")}
 
 
 def _binder(name):
     """The generic binder registered for ``name`` (also where a specialized one exists)."""
     import pyruntime.kernels.fast as kf
     kf.get_binder("")
-    # the op may also have a binder in another family (complex _conj_physical: kernels.fast.complex)
+    # the op may also have a binder in another family (complex _conj_physical: kernels.complex.typed)
     found = [b for b in (kf._FALLBACKS.get(name), kf._BINDERS.get(name))
              if b is not None and b.__module__ in _ELEMENTWISE]
     assert found, name

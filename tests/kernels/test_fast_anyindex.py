@@ -1,5 +1,5 @@
-"""Compiled any-dtype indexing/scatter/mask/top-k/random kernels (kernels/fast/generic/:
-gather.py, index.py, mask.py, topk.py, rand.py) against the reference tier."""
+"""Compiled any-dtype indexing/scatter/mask/top-k/random kernels (kernels/index/generic*.py,
+kernels/creation/generic_rand.py) against the reference tier."""
 from __future__ import annotations
 
 import ml_dtypes

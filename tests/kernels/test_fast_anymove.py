@@ -1,4 +1,4 @@
-"""Compiled any-dtype data movement and creation (kernels/fast/generic/copy_shape.py,
+"""Compiled any-dtype data movement and creation (kernels/shape/generic.py,
 creation.py) against the reference."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Any-dtype compiled matrix products, convolution and normalization (kernels/fast/generic/:
-linalg.py, conv.py, norm.py) against the reference tier (itself tested against torch).
+"""Any-dtype compiled matrix products, convolution and normalization (the generic.py of
+kernels/linalg, conv, norm) against the reference tier (itself tested against torch).
 
 float16/bfloat16 compute in float32 and may differ from the reference in the last bit of
 the rounded result (its convolution and addmm accumulate in the half type itself, as

@@ -1,7 +1,7 @@
-"""Compiled any-dtype reductions and scans (kernels/fast/generic/: reduce.py, var.py,
-cumsum.py, softmax.py) against the reference.
+"""Compiled any-dtype reductions and scans (kernels/reduce/generic*.py,
+kernels/softmax/generic.py) against the reference.
 
-The reference kernels (kernels/reduce.py, kernels/softmax.py; tested against torch)
+The reference kernels (kernels/reduce/reference.py, kernels/softmax/reference.py; tested against torch)
 are the oracle. Results must be BIT-identical (raw bytes, so -0.0 and NaN payload
 classes count) except softmax/log_softmax, which computes exp in float64 (close,
 not identical, to numpy's float32 exp), compared with a tolerance.

@@ -1,4 +1,4 @@
-"""Compiled complex kernels (kernels/fast/complex.py) against the reference tier, bit for bit:
+"""Compiled complex kernels (kernels/complex/typed.py) against the reference tier, bit for bit:
 the conjugate of ComplexHalf/Float/Double tensors and view_as_complex_copy."""
 from __future__ import annotations
 

@@ -164,7 +164,7 @@ def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
     """Intra-op threads: a convolution split into parts (planes of the direct loop, columns
     of the gemm, each with its own scratch, odd splits included) gives the one-call result
     bit for bit, into a static out and into a bound out the prep call resizes."""
-    from pyruntime.kernels.fast import conv
+    from pyruntime.kernels.conv import typed as conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     args, want = _args(case, np.float32)
@@ -188,7 +188,7 @@ def test_split_into_parts_is_bit_identical(case, threads, monkeypatch):
 def test_wide_weights_split_their_output_channels(case, constant, dtype, threads, monkeypatch):
     """More output channels than positions: the parts take output channels (whole panels of
     the packed weight, each part reading its own), bit for bit the one-call result."""
-    from pyruntime.kernels.fast import conv
+    from pyruntime.kernels.conv import typed as conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     args, want = _args(case, dtype)
@@ -205,7 +205,7 @@ def test_wide_weights_split_their_output_channels(case, constant, dtype, threads
 
 
 def test_split_parts_report_errors(monkeypatch):
-    from pyruntime.kernels.fast import conv
+    from pyruntime.kernels.conv import typed as conv
 
     monkeypatch.setattr(conv, "SPLIT_MACS", 0)
     x = RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)

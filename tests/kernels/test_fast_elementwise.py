@@ -92,7 +92,7 @@ def test_gelu_and_clamps(approximate):
 def test_libm_ops_split_into_element_ranges(threads, monkeypatch):
     """Intra-op threads: gelu/sigmoid/tanh/exp split into element ranges give the one-call
     result bit for bit; a strided input runs whole in part 0."""
-    from pyruntime.kernels.fast import elementwise
+    from pyruntime.kernels.elementwise import typed as elementwise
 
     monkeypatch.setattr(elementwise, "SPLIT_ELEMS", 1)
     a = _rand((7, 13), np.float32)
@@ -131,7 +131,7 @@ def test_fixed_shape_kernel_matches_the_general_one_bit_for_bit(a_shape, b_shape
     (the same operands with a DYNAMIC_BOUND out) and the reference, NaN, inf and -0.0
     included, for one element, short rows and vectorized rows (16+ floats)."""
     from pyruntime.cython_ext.desc import DescTable
-    from pyruntime.kernels.fast import elementwise as ew
+    from pyruntime.kernels.elementwise import typed as ew
     from pyruntime.kernels.fast.context import BindContext
     from pyruntime.kernels.fast.jit import lazy
     from tests.kernels.helpers import as_value

@@ -1,4 +1,4 @@
-"""Compiled gathers (kernels/fast/index.py) against the reference tier."""
+"""Compiled gathers (kernels/index/typed.py) against the reference tier."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -95,7 +95,7 @@ def test_non_contiguous_layouts():
 
 def test_other_index_patterns_run_on_the_generic_kernel():
     x = rand((4, 5))
-    # None first, several indices, masks, a 2-d index: kernels/fast/generic/index.py
+    # None first, several indices, masks, a 2-d index: kernels/index/generic.py
     check_compiled("aten::index.Tensor_out", [x, [None, idx([1])]], (4, 1), np.float32)
     check_compiled("aten::index.Tensor_out", [x, [idx([1]), idx([1])]], (1,), np.float32)
     check_compiled("aten::index.Tensor_out", [x, [idx([True, False, True, False], np.bool_)]],

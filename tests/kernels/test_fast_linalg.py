@@ -105,7 +105,7 @@ def test_split_into_row_parts_is_bit_identical(threads, monkeypatch):
     """Intra-op threads: products split into row ranges (odd splits, a batch, a constant B
     packed for a part's rows, bias and alpha/beta on each part's rows) give the one-call
     result bit for bit, into static outs and into bound outs the prep call resizes."""
-    from pyruntime.kernels.fast import linalg
+    from pyruntime.kernels.linalg import typed as linalg
 
     monkeypatch.setattr(linalg, "SPLIT_MACS", 0)
     dt = np.float32
@@ -136,7 +136,7 @@ def test_matrix_vector_products_split_their_columns(threads, monkeypatch):
     """Fewer rows than threads (a classifier's or a decode step's product): the parts take
     whole panels of columns each (a constant B packed once, each part reading its own
     panels; bias and alpha/beta on each part's columns), bit for bit the one-call result."""
-    from pyruntime.kernels.fast import linalg
+    from pyruntime.kernels.linalg import typed as linalg
 
     monkeypatch.setattr(linalg, "SPLIT_MACS", 0)
     for dt in (np.float32, np.float64):
@@ -165,8 +165,8 @@ def test_matrix_vector_products_split_their_columns(threads, monkeypatch):
 
 def test_declines_and_errors():
     a32, b32 = _rand((2, 3), np.float32), _rand((3, 4), np.float32)
-    # other dtypes and mixed dtypes are declined by the typed kernel (kernels/fast/generic/
-    # linalg.py takes them)
+    # other dtypes and mixed dtypes are declined by the typed kernel (kernels/linalg/
+    # generic.py takes them)
     assert call_fast("aten::mm.out", a32.astype(np.int32), b32.astype(np.int32),
                      static_out((2, 4), np.int32), typed=True) is None
     assert call_fast("aten::mm.out", a32.astype(np.float16), b32.astype(np.float16),

@@ -108,7 +108,7 @@ SDPA_CASES = [  # b, s, hq, hk, d, kv, start
     (1, 1, 2, 2, 8, 5, 4), (2, 3, 4, 2, 4, 6, 1), (1, 4, 3, 1, 16, 4, 0), (1, 2, 2, 2, 1, 3, 0),
     (1, 0, 2, 2, 4, 3, 2), (2, 1, 6, 2, 8, 7, 5),
     # head_dim a multiple of 16 and at most 6 rows per kv head: the path without BLAS
-    # (kernels.fast.attention), with key counts that are not multiples of 8
+    # (kernels.llm.typed_attention), with key counts that are not multiples of 8
     (1, 1, 8, 4, 32, 37, 36), (2, 1, 6, 1, 16, 9, 8), (1, 2, 4, 2, 64, 11, 3),
     (1, 3, 2, 2, 16, 3, 0), (1, 1, 1, 1, 48, 1, 0), (1, 1, 2, 1, 16, 70, 20)]
 

@@ -71,7 +71,7 @@ def test_batch_norm_failures_and_declines():
     bad = outs()
     bad[1] = static_out((3,), np.float32)
     assert call_fast(BN, x, None, None, rm, rv, 0.1, 1e-5, *bad) not in (None, 0)
-    # mixed dtypes, half floats, channels-last input: the typed kernel declines (kernels/fast/generic/norm.py takes them)
+    # mixed dtypes, half floats, channels-last input: the typed kernel declines (kernels/norm/generic.py takes them)
     assert call_fast(BN, x, None, None, rm.astype(np.float64), rv, 0.1, 1e-5, *outs(), typed=True) is None
     assert call_fast(BN, x.astype(np.float16), None, None, rm.astype(np.float16),
                      rv.astype(np.float16), 0.1, 1e-5, static_out((2, 3, 4), np.float16),

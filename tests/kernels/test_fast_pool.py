@@ -113,7 +113,7 @@ def test_declines_and_failures():
     mo = lambda s: (static_out(s, np.float32), static_out(s, np.int64))  # noqa: E731
     # padding over half the kernel: the reference kernel (which raises)
     assert call_fast(MAXP, x, [2, 2], [2, 2], [2, 2], [1, 1], False, *mo((1, 2, 5, 5))) is None
-    # integer input, channels-last: the any-dtype fallback (kernels/fast/generic/pool.py)
+    # integer input, channels-last: the any-dtype fallback (kernels/pool/generic.py)
     xi = x.astype(np.int64)
     got = (static_out((1, 2, 3, 3), np.int64), static_out((1, 2, 3, 3), np.int64))
     want = (static_out((1, 2, 3, 3), np.int64), static_out((1, 2, 3, 3), np.int64))

@@ -1,4 +1,4 @@
-"""Compiled prim ops (kernels/fast/prim.py) against the reference prim kernels.
+"""Compiled prim ops (kernels/prim/typed.py) against the reference prim kernels.
 
 Every scalar op runs over a grid of Int / Double / Bool operands (edge values
 included); the compiled result must equal the reference result with the same
@@ -17,7 +17,7 @@ from pyruntime.cython_ext import ETensor
 from pyruntime.cython_ext.desc import DescTable
 from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.kernels import get_kernel
-from pyruntime.kernels.fast import prim
+from pyruntime.kernels.prim import typed as prim
 from pyruntime.kernels.fast.context import BindContext
 from pyruntime.fastpath import _encode
 from tests.kernels.helpers import bound_out, call_fast_prim, static_out

@@ -1,4 +1,4 @@
-"""Compiled data-movement kernels (kernels/fast/shape.py) against the reference tier."""
+"""Compiled data-movement kernels (kernels/shape/typed.py) against the reference tier."""
 from __future__ import annotations
 
 import ctypes
@@ -263,7 +263,7 @@ def test_dynamic_inputs_change_between_runs():
 def test_declines():
     x = rand((2, 3), np.float32)
     # the byte-moving kernels decline dtype changes; the any-dtype fallback
-    # (kernels/fast/generic/copy_shape.py) takes them
+    # (kernels/shape/generic.py) takes them
     for args, shape, dt in [(("aten::permute_copy.out", x, [1, 0]), (3, 2), np.float64),
                             (("aten::clone.out", x, None), (2, 3), np.float16),
                             (("aten::cat.out", [x, x.astype(np.float64)], 0), (4, 3),

@@ -59,7 +59,7 @@ def test_exp_polynomial_accuracy():
     # math over the whole range it sees (x - max <= 0), incl. subnormal results and -inf.
     from numba import njit
 
-    from pyruntime.kernels.fast.softmax import _exp_f32
+    from pyruntime.kernels.softmax.typed import _exp_f32
 
     @njit
     def run(x, out):

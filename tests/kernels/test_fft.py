@@ -1,4 +1,4 @@
-"""FFT kernels (kernels/fft.py) against torch.ops.aten: _fft_r2c, _fft_c2r, _fft_c2c over
+"""FFT kernels (kernels/complex/reference_fft.py) against torch.ops.aten: _fft_r2c, _fft_c2r, _fft_c2c over
 dims, normalizations, float32/float64; bit for bit against pocketfft composed as
 ExecuTorch composes it (tests/programs checks executorch.runtime itself)."""
 from __future__ import annotations

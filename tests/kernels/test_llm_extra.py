@@ -1,4 +1,4 @@
-"""kernels/llm_extra.py and kernels/fast/llm_extra.py: quantized SDPA, gated delta rule,
+"""kernels/llm/reference_extra.py and kernels/llm/typed_extra.py: quantized SDPA, gated delta rule,
 quantized MoE FFN, llama::fallback and preprocess::tile_crop.
 
 References: ExecuTorch's C++ kernels, loaded into torch by
@@ -97,7 +97,7 @@ def sdpa_args(seed, b, s, h, hk, d, kv_len, start, causal, mask, dim2, scale=Non
 def pack_universal(q, scales, group_size, nbit):
     """torchao's "universal" linear packing (nr=8, kr=16, sr=2) of int8 values ``q`` [n, k]
     with per-group ``scales`` [n, k / group_size], as ``_pack_8bit_act_{4,8}bit_weight``
-    (format in kernels/llm_extra.py). torchao's packer is not built here."""
+    (format in kernels/llm/reference_extra.py). torchao's packer is not built here."""
     n, k = q.shape
     nb, g, c = -(-n // 8), k // group_size, group_size // 16
     qp = np.zeros((nb * 8, k), np.int8)
@@ -258,7 +258,7 @@ def test_moe_bad_args():
 
 
 def test_unpack_roundtrip():
-    from pyruntime.kernels.llm_extra import unpack_weight
+    from pyruntime.kernels.llm.reference_extra import unpack_weight
     rng = np.random.default_rng(0)
     for nbit, (n, k, gs) in ((4, (13, 64, 32)), (8, (8, 32, 16)), (4, (3, 16, 16))):
         q = rng.integers(-2 ** (nbit - 1), 2 ** (nbit - 1), (n, k)).astype(np.int8)

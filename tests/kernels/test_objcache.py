@@ -68,7 +68,7 @@ def test_a_new_process_links_its_kernels_from_objects_bit_for_bit():
 @pytest.fixture
 def conj_object():
     """(kernel body, its object file) with a freshly written object."""
-    from pyruntime.kernels.fast.complex import conj_kernel
+    from pyruntime.kernels.complex.typed import conj_kernel
 
     path = objcache.path_for(conj_kernel)
     path.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Shape kernels (kernels/shape.py) against torch.ops.aten."""
+"""Shape kernels (kernels/shape/reference.py) against torch.ops.aten."""
 import ml_dtypes
 import numpy as np
 import pytest

@@ -56,7 +56,7 @@ def test_a_host_lacking_a_feature_never_links_the_target(monkeypatch):
     assert chosen is None or chosen[0] == "x86-64-v3"
     monkeypatch.setattr(shipped, "host_features", lambda: set())
     monkeypatch.setattr(shipped, "_state", {})
-    from pyruntime.kernels.fast.elementwise import unary_kernel
+    from pyruntime.kernels.elementwise.typed import unary_kernel
 
     assert shipped._chosen() is None and shipped.load(unary_kernel) is None
 

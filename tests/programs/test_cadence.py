@@ -11,7 +11,7 @@ import pyruntime
 from pyruntime.cython_ext.dtypes import from_numpy_dtype
 from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
-from pyruntime.kernels import cadence
+from pyruntime.kernels.cadence import reference as cadence
 
 pytest.importorskip("executorch.backends.cadence", reason="fixtures need executorch's exporter")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pyruntime
-from pyruntime.kernels.fast import conv as C
+from pyruntime.kernels.conv import typed as C
 from pyruntime.devtools import EventTracer
 from tests.programs.fixtures import get_fixture
 from tests.programs.small_programs import small_program
@@ -177,7 +177,7 @@ def test_runs_of_fixed_shape_binary_ops_are_one_call():
 def test_a_failing_op_in_a_run_is_named():
     """A run stops at the op that fails and the error names that instruction, not the
     run's first (a block with an unknown dtype code stands in for a failing op)."""
-    from pyruntime.kernels.fast.elementwise import F_DT
+    from pyruntime.kernels.elementwise.typed import F_DT
 
     pte, _ = small_program("chain400")
     m = pyruntime.Runtime.get().load_program(pte).load_method("forward", tier="fast")

@@ -97,11 +97,6 @@ def conv(g, x, w, bias, out, stride, padding, dilation, transposed, out_pad, gro
     return plan
 
 
-def _opt_float(g, vid, default):
-    v = g.val(vid)
-    return default if v is None else float(v)
-
-
 @op("aten.convolution.default", "et_vk.conv_with_clamp.default")
 def _convolution(g, args, where):
     nargs(args, 10, where)
@@ -111,7 +106,7 @@ def _convolution(g, args, where):
     lo, hi = -math.inf, math.inf
     if "conv_with_clamp" in where:
         nargs(args, 12, where)
-        lo, hi = _opt_float(g, args[9], -math.inf), _opt_float(g, args[10], math.inf)
+        lo, hi = g.fval(args[9], -math.inf), g.fval(args[10], math.inf)
     return conv(g, x, w, bias, out, g.ints(args[3], where), g.ints(args[4], where),
                 g.ints(args[5], where), bool(g.val(args[6])), g.ints(args[7], where),
                 g.ival(args[8], where), lo, hi, where)

@@ -49,17 +49,12 @@ for _name, _code in UNARY.items():
     op(_name)(_simple(_code))
 
 
-def _num(g, vid, default):
-    v = g.val(vid)
-    return default if v is None else float(v)
-
-
 @op("aten.clamp.default", "aten.hardtanh.default")
 def _clamp(g, args, where):
     nargs(args, 4, where)
     lo_def, hi_def = (-math.inf, math.inf) if "clamp" in where else (-1.0, 1.0)
-    return unary(g, g.t(args[0], where), g.t(args[-1], where), 2, _num(g, args[1], lo_def),
-                 _num(g, args[2], hi_def), where)
+    return unary(g, g.t(args[0], where), g.t(args[-1], where), 2, g.fval(args[1], lo_def),
+                 g.fval(args[2], hi_def), where)
 
 
 @op("aten.relu6.default")
@@ -77,15 +72,15 @@ def _gelu(g, args, where):
 
 @op("aten.leaky_relu.default")
 def _leaky(g, args, where):
-    slope = _num(g, args[1], 0.01) if len(args) > 2 else 0.01
+    slope = g.fval(args[1], 0.01) if len(args) > 2 else 0.01
     return unary(g, g.t(args[0], where), g.t(args[-1], where), 18, slope, where=where)
 
 
 @op("aten.elu.default")
 def _elu(g, args, where):
     nargs(args, 2, where)
-    alpha = _num(g, args[1], 1.0) if len(args) > 2 else 1.0
-    if len(args) > 4 and (_num(g, args[2], 1.0) != 1.0 or _num(g, args[3], 1.0) != 1.0):
+    alpha = g.fval(args[1], 1.0) if len(args) > 2 else 1.0
+    if len(args) > 4 and (g.fval(args[2], 1.0) != 1.0 or g.fval(args[3], 1.0) != 1.0):
         raise unsupported(where, "elu with scale or input_scale other than 1")
     return unary(g, g.t(args[0], where), g.t(args[-1], where), 19, alpha, where=where)
 
@@ -93,7 +88,7 @@ def _elu(g, args, where):
 @op("aten.pow.Tensor_Scalar")
 def _pow_scalar(g, args, where):
     nargs(args, 3, where)
-    return unary(g, g.t(args[0], where), g.t(args[-1], where), 20, _num(g, args[1], 1.0),
+    return unary(g, g.t(args[0], where), g.t(args[-1], where), 20, g.fval(args[1], 1.0),
                  where=where)
 
 

@@ -12,14 +12,7 @@ from pyruntime.delegates.vulkan.ops import (bad, broadcast_shape, broadcast_stri
 from pyruntime.delegates.vulkan.ops.elementwise import unary
 from pyruntime.delegates.vulkan.ops.linalg import mm_dispatch
 from pyruntime.delegates.vulkan.ops.norm import rownorm
-from pyruntime.delegates.vulkan.ops.shape import copy, flat_copy
-
-
-@op("dim_order_ops._clone_dim_order.default")
-def _clone(g, args, where):
-    nargs(args, 2, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-    return flat_copy(g, x, out, lambda: x.shape, where)
+from pyruntime.delegates.vulkan.ops.shape import copy, view_copy, view_op
 
 
 @op("aten.hardshrink.default")
@@ -105,40 +98,31 @@ def _pixel_shuffle(g, args, where):
     if r < 1:
         raise bad(where, f"upscale factor {r!r}")
 
-    def plan():
+    def layout():
         if len(x.shape) != 4 or x.shape[1] % (r * r):
             raise bad(where, f"pixel_shuffle of {list(x.shape)} by {r}")
         N, C, H, W = x.shape
         c = C // (r * r)
-        out.resize([N, c, H * r, W * r], where)
         # out viewed as [N, c, H, r, W, r] reads in[n, c * r * r + i * r + j, h, w]
-        sizes = [N, c, H, r, W, r]
         strides = [C * H * W, r * r * H * W, W, r * H * W, 1, H * W]
-        return [copy(g, x, out, sizes, strides, where=where)] if out.numel else []
-    return plan
+        return [N, c, H * r, W * r], strides, 0, [N, c, H, r, W, r]
+    return view_copy(g, x, out, layout, where)
 
 
-@op("aten.unfold_copy.default")
-def _unfold(g, args, where):
-    nargs(args, 5, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        nd = len(x.shape)
-        d = norm_dim(g.ival(args[1], where), nd, where)
-        size, step = g.ival(args[2], where), g.ival(args[3], where)
-        if step < 1 or not 0 <= size <= x.shape[d]:
-            raise bad(where, f"unfold size {size} step {step} of dim size {x.shape[d]}")
-        n = (x.shape[d] - size) // step + 1
-        shape = list(x.shape)
-        shape[d] = n
-        st = contiguous(x.shape)
-        strides = list(st)
-        strides[d] = st[d] * step
-        out.resize(shape + [size], where)
-        return [copy(g, x, out, shape + [size], strides + [st[d]], where=where)] \
-            if out.numel else []
-    return plan
+@view_op("aten.unfold_copy.default", n_args=5)
+def _unfold(g, args, x, where):
+    nd = len(x.shape)
+    d = norm_dim(g.ival(args[1], where), nd, where)
+    size, step = g.ival(args[2], where), g.ival(args[3], where)
+    if step < 1 or not 0 <= size <= x.shape[d]:
+        raise bad(where, f"unfold size {size} step {step} of dim size {x.shape[d]}")
+    n = (x.shape[d] - size) // step + 1
+    shape = list(x.shape)
+    shape[d] = n
+    st = contiguous(x.shape)
+    strides = list(st)
+    strides[d] = st[d] * step
+    return shape + [size], strides + [st[d]], 0
 
 
 def _size_arg(g, vid, where):

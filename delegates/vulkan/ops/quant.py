@@ -35,6 +35,11 @@ def _scale(v, where, what):
     return v
 
 
+def _qscale(g, vid, where, what, label="scale"):
+    """The scale argument ``what``, checked positive and finite (the error says ``label``)."""
+    return _scale(_f(g, vid, where, what), where, label)
+
+
 def _int8(t, where, what):
     if t.dtype.name != "int8":
         raise unsupported(where, f"{what} of type {t.dtype.name} (int8 expected)")
@@ -48,25 +53,38 @@ def _act(g, vid, where):
     return (0.0, math.inf) if a == "relu" else (-math.inf, math.inf)
 
 
-@op("et_vk.q8ta_conv2d.default", "et_vk.q8ta_conv2d_pw.default", "et_vk.q8ta_conv2d_dw.default")
-def _q8_conv(g, args, where):
-    nargs(args, 16, where)
+# The fused int8 convolutions and linears share their first arguments: input, input scale
+# and zero point, weights, weight sums, weight scales, output scale and zero point, bias.
+def _q8_weighted(g, args, where):
+    """(input, weights, weight scales, output, bias or None)."""
     x = _int8(g.t(args[0], where), where, "input")
     w = _int8(g.t(args[3], where), where, "weights")
     ws, out = g.t(args[5], where), _int8(g.t(args[-1], where), where, "output")
     bias = g.values[args[8]]
-    bias = bias if isinstance(bias, Tensor) else None
+    return x, w, ws, out, bias if isinstance(bias, Tensor) else None
+
+
+def _q8_params(g, args, where, ws, labels=("scale", "scale")):
+    """The ``quant`` entries of ``mm_dispatch`` and ``conv``: weight scales, activation
+    scales and zero points (``labels``: what a bad input / output scale is called)."""
+    return dict(ws=ws, x_scale=_qscale(g, args[1], where, "input_scale", labels[0]),
+                x_zp=_i(g, args[2], where, "input_zero_point"),
+                y_scale=_qscale(g, args[6], where, "output_scale", labels[1]),
+                y_zp=_i(g, args[7], where, "output_zero_point"))
+
+
+@op("et_vk.q8ta_conv2d.default", "et_vk.q8ta_conv2d_pw.default", "et_vk.q8ta_conv2d_dw.default")
+def _q8_conv(g, args, where):
+    nargs(args, 16, where)
+    x, w, ws, out, bias = _q8_weighted(g, args, where)
     kernel = g.ints(args[9], where)
     if len(kernel) != 2 or len(x.dims) != 4 or len(out.dims) != 4:
         raise bad(where, f"kernel {kernel} / input {list(x.dims)}: 2-D convolutions only")
     dw = "conv2d_dw" in where
     if len(w.dims) != (3 if dw else 2):
         raise bad(where, f"packed weights {list(w.dims)}")
-    quant = dict(kernel=kernel, oc=out.dims[1], ws=ws, layout="dw" if dw else "conv",
-                 x_scale=_scale(_f(g, args[1], where, "input_scale"), where, "input_scale"),
-                 x_zp=_i(g, args[2], where, "input_zero_point"),
-                 y_scale=_scale(_f(g, args[6], where, "output_scale"), where, "output_scale"),
-                 y_zp=_i(g, args[7], where, "output_zero_point"))
+    quant = dict(kernel=kernel, oc=out.dims[1], layout="dw" if dw else "conv",
+                 **_q8_params(g, args, where, ws, ("input_scale", "output_scale")))
     lo, hi = _act(g, args[14], where)
     groups = _i(g, args[13], where, "groups")
     OC, IC = out.dims[1], x.dims[1]
@@ -85,15 +103,8 @@ def _q8_conv(g, args, where):
 @op("et_vk.q8ta_linear.default", "et_vk.q8ta_linear_gemv.default")
 def _q8_linear(g, args, where):
     nargs(args, 11, where)
-    x = _int8(g.t(args[0], where), where, "input")
-    w = _int8(g.t(args[3], where), where, "weights")
-    ws, out = g.t(args[5], where), _int8(g.t(args[-1], where), where, "output")
-    bias = g.values[args[8]]
-    bias = bias if isinstance(bias, Tensor) else None
-    quant = dict(ws=ws, x_scale=_scale(_f(g, args[1], where, "input_scale"), where, "scale"),
-                 x_zp=_i(g, args[2], where, "input_zero_point"),
-                 y_scale=_scale(_f(g, args[6], where, "output_scale"), where, "scale"),
-                 y_zp=_i(g, args[7], where, "output_zero_point"))
+    x, w, ws, out, bias = _q8_weighted(g, args, where)
+    quant = _q8_params(g, args, where, ws)
     lo, hi = _act(g, args[9], where)
     if len(w.dims) != 2:
         raise bad(where, f"weights {list(w.dims)}")
@@ -121,11 +132,9 @@ def _q8_add(g, args, where):
     a = _int8(g.t(args[0], where), where, "input_a")
     b = _int8(g.t(args[1], where), where, "input_b")
     out = _int8(g.t(args[-1], where), where, "output")
-    q = (_scale(_f(g, args[2], where, "input_a_scale"), where, "scale"),
-         _i(g, args[3], where, "input_a_zero_point"),
-         _scale(_f(g, args[4], where, "input_b_scale"), where, "scale"),
-         _i(g, args[5], where, "input_b_zero_point"),
-         1.0 / _scale(_f(g, args[6], where, "output_scale"), where, "scale"),
+    q = (_qscale(g, args[2], where, "input_a_scale"), _i(g, args[3], where, "input_a_zero_point"),
+         _qscale(g, args[4], where, "input_b_scale"), _i(g, args[5], where, "input_b_zero_point"),
+         1.0 / _qscale(g, args[6], where, "output_scale"),
          _i(g, args[7], where, "output_zero_point"))
     return binary(g, a, b, out, 0, _f(g, args[8], where, "alpha"), where, qadd=q)
 
@@ -135,8 +144,8 @@ def _q8_relu(g, args, where):
     nargs(args, 6, where)
     x = _int8(g.t(args[0], where), where, "input")
     out = _int8(g.t(args[-1], where), where, "output")
-    return unary(g, x, out, 32, _scale(_f(g, args[1], where, "input_scale"), where, "scale"),
-                 1.0 / _scale(_f(g, args[3], where, "output_scale"), where, "scale"), where,
+    return unary(g, x, out, 32, _qscale(g, args[1], where, "input_scale"),
+                 1.0 / _qscale(g, args[3], where, "output_scale"), where,
                  extra=(_i(g, args[2], where, "zp"), -128, 127, _i(g, args[4], where, "zp")))
 
 
@@ -144,7 +153,7 @@ def _q8_relu(g, args, where):
 def _quantize(g, args, where):
     nargs(args, 7, where)
     x, out = g.t(args[0], where), g.t(args[-1], where)
-    scale = _scale(_f(g, args[1], where, "scale"), where, "scale")
+    scale = _qscale(g, args[1], where, "scale")
     zp, qmin, qmax = (_i(g, args[k], where, n) for k, n in ((2, "zero_point"),
                                                             (3, "quant_min"), (4, "quant_max")))
     return unary(g, x, out, 30, 1.0 / scale, 0.0, where, extra=(zp, qmin, qmax, 0))
@@ -154,7 +163,7 @@ def _quantize(g, args, where):
 def _dequantize(g, args, where):
     nargs(args, 7, where)
     x, out = g.t(args[0], where), g.t(args[-1], where)
-    scale = _scale(_f(g, args[1], where, "scale"), where, "scale")
+    scale = _qscale(g, args[1], where, "scale")
     return unary(g, x, out, 31, scale, 0.0, where,
                  extra=(_i(g, args[2], where, "zero_point"), 0, 0, 0))
 

@@ -32,6 +32,33 @@ def flat_copy(g, x, out, shape_fn, where):
     return plan
 
 
+def view_copy(g, x, out, layout, where):
+    """out = x read through a strided view: ``layout()``, run on the current shapes, gives
+    out's shape, x's strides and offset, and (where the view's dims are not out's: a
+    repeat, a pixel shuffle) the view's sizes."""
+    def plan():
+        shape, strides, off, *sizes = layout()
+        out.resize(shape, where)
+        if not numel(shape):
+            return []
+        return [copy(g, x, out, sizes[0] if sizes else shape, strides, off, where=where)]
+    return plan
+
+
+def view_op(*names, n_args=0):
+    """Register ``layout(g, args, x, where)`` as the builder of ops that are one strided
+    copy of their first argument ``x`` into the output (``view_copy``): at least ``n_args``
+    arguments; the layout is read on the current shapes at every plan."""
+    def deco(layout):
+        def build(g, args, where):
+            nargs(args, n_args, where)
+            x, out = g.t(args[0], where), g.t(args[-1], where)
+            return view_copy(g, x, out, lambda: layout(g, args, x, where), where)
+        op(*names)(build)
+        return layout
+    return deco
+
+
 def _view_shape(size, n, where):
     size = list(size)
     if size.count(-1) > 1:
@@ -53,7 +80,7 @@ def _view(g, args, where):
 @op("aten.clone.default", "aten._to_copy.default", "aten.alias_copy.default",
     "aten.detach_copy.default", "aten.lift_fresh_copy.default", "aten.contiguous.default",
     "dim_order_ops._to_dim_order_copy.default", "aten._to_dim_order_copy.default",
-    "et_vk.prepack.default", "aten.alias.default")
+    "et_vk.prepack.default", "aten.alias.default", "dim_order_ops._clone_dim_order.default")
 def _clone(g, args, where):
     nargs(args, 2, where)
     x, out = g.t(args[0], where), g.t(args[-1], where)
@@ -84,63 +111,41 @@ def _squeeze(g, args, where):
     return flat_copy(g, x, out, shape, where)
 
 
-@op("aten.permute_copy.default", "aten.permute.default")
-def _permute(g, args, where):
-    nargs(args, 3, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        nd = len(x.shape)
-        perm = [norm_dim(d, nd, where) for d in g.ints(args[1], where)]
-        if sorted(perm) != list(range(nd)):
-            raise bad(where, f"permutation {perm} of rank {nd}")
-        shape = [x.shape[d] for d in perm]
-        out.resize(shape, where)
-        st = contiguous(x.shape)
-        return [copy(g, x, out, shape, [st[d] for d in perm], where=where)] if x.numel else []
-    return plan
+@view_op("aten.permute_copy.default", "aten.permute.default", n_args=3)
+def _permute(g, args, x, where):
+    nd = len(x.shape)
+    perm = [norm_dim(d, nd, where) for d in g.ints(args[1], where)]
+    if sorted(perm) != list(range(nd)):
+        raise bad(where, f"permutation {perm} of rank {nd}")
+    st = contiguous(x.shape)
+    return [x.shape[d] for d in perm], [st[d] for d in perm], 0
 
 
-@op("aten.transpose_copy.int", "aten.transpose.int", "aten.t_copy.default")
-def _transpose(g, args, where):
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        nd = len(x.shape)
-        if len(args) >= 4:
-            d0, d1 = norm_dim(g.ival(args[1], where), nd, where), \
-                norm_dim(g.ival(args[2], where), nd, where)
-        else:
-            d0, d1 = 0, max(nd - 1, 0)
-        perm = list(range(nd))
-        perm[d0], perm[d1] = perm[d1], perm[d0]
-        shape = [x.shape[d] for d in perm]
-        out.resize(shape, where)
-        st = contiguous(x.shape)
-        return [copy(g, x, out, shape, [st[d] for d in perm], where=where)] if x.numel else []
-    return plan
+@view_op("aten.transpose_copy.int", "aten.transpose.int", "aten.t_copy.default")
+def _transpose(g, args, x, where):
+    nd = len(x.shape)
+    if len(args) >= 4:
+        d0, d1 = norm_dim(g.ival(args[1], where), nd, where), \
+            norm_dim(g.ival(args[2], where), nd, where)
+    else:
+        d0, d1 = 0, max(nd - 1, 0)
+    perm = list(range(nd))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    st = contiguous(x.shape)
+    return [x.shape[d] for d in perm], [st[d] for d in perm], 0
 
 
-@op("aten.select_copy.int", "aten.select.int")
-def _select(g, args, where):
-    nargs(args, 4, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        nd = len(x.shape)
-        d = norm_dim(g.ival(args[1], where), nd, where)
-        i = g.ival(args[2], where)
-        if not -x.shape[d] <= i < x.shape[d]:
-            raise bad(where, f"index {i} out of range for size {x.shape[d]}")
-        i %= x.shape[d]
-        st = contiguous(x.shape)
-        shape = [s for k, s in enumerate(x.shape) if k != d]
-        out.resize(shape, where)
-        if not numel(shape):
-            return []
-        return [copy(g, x, out, shape, [s for k, s in enumerate(st) if k != d], i * st[d],
-                     where=where)]
-    return plan
+@view_op("aten.select_copy.int", "aten.select.int", n_args=4)
+def _select(g, args, x, where):
+    nd = len(x.shape)
+    d = norm_dim(g.ival(args[1], where), nd, where)
+    i = g.ival(args[2], where)
+    if not -x.shape[d] <= i < x.shape[d]:
+        raise bad(where, f"index {i} out of range for size {x.shape[d]}")
+    i %= x.shape[d]
+    st = contiguous(x.shape)
+    return ([s for k, s in enumerate(x.shape) if k != d],
+            [s for k, s in enumerate(st) if k != d], i * st[d])
 
 
 def _slice_bounds(size, start, end, step):
@@ -152,30 +157,22 @@ def _slice_bounds(size, start, end, step):
     return start, max(0, -(-(end - start) // step))
 
 
-@op("aten.slice_copy.Tensor", "aten.slice.Tensor")
-def _slice(g, args, where):
-    nargs(args, 2, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        nd = len(x.shape)
-        d = norm_dim(g.ival(args[1], where, 0) if len(args) > 2 else 0, nd, where)
-        start = g.ival(args[2], where) if len(args) > 3 and g.val(args[2]) is not None else None
-        end = g.ival(args[3], where) if len(args) > 4 and g.val(args[3]) is not None else None
-        step = g.ival(args[4], where, 1) if len(args) > 5 else 1
-        if step < 1:
-            raise bad(where, f"slice step {step}")
-        start, n = _slice_bounds(x.shape[d], start, end, step)
-        st = contiguous(x.shape)
-        shape = list(x.shape)
-        shape[d] = n
-        out.resize(shape, where)
-        if not numel(shape):
-            return []
-        sst = list(st)
-        sst[d] *= step
-        return [copy(g, x, out, shape, sst, start * st[d], where=where)]
-    return plan
+@view_op("aten.slice_copy.Tensor", "aten.slice.Tensor", n_args=2)
+def _slice(g, args, x, where):
+    nd = len(x.shape)
+    d = norm_dim(g.ival(args[1], where, 0) if len(args) > 2 else 0, nd, where)
+    start = g.ival(args[2], where) if len(args) > 3 and g.val(args[2]) is not None else None
+    end = g.ival(args[3], where) if len(args) > 4 and g.val(args[3]) is not None else None
+    step = g.ival(args[4], where, 1) if len(args) > 5 else 1
+    if step < 1:
+        raise bad(where, f"slice step {step}")
+    start, n = _slice_bounds(x.shape[d], start, end, step)
+    st = contiguous(x.shape)
+    shape = list(x.shape)
+    shape[d] = n
+    sst = list(st)
+    sst[d] *= step
+    return shape, sst, start * st[d]
 
 
 @op("aten.cat.default", "aten.concat.default")
@@ -251,59 +248,35 @@ def _split(g, args, where):
     return plan
 
 
-@op("aten.expand_copy.default", "aten.expand.default")
-def _expand(g, args, where):
-    nargs(args, 3, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        size = g.ints(args[1], where)
-        pad = len(size) - len(x.shape)
-        shape = [x.shape[d - pad] if s == -1 else s for d, s in enumerate(size)]
-        if pad < 0 or any(x.shape[d - pad] not in (1, shape[d]) for d in range(pad, len(size))):
-            raise bad(where, f"cannot expand {list(x.shape)} to {size}")
-        out.resize(shape, where)
-        if not numel(shape):
-            return []
-        return [copy(g, x, out, shape, broadcast_strides(x.shape, shape), where=where)]
-    return plan
+@view_op("aten.expand_copy.default", "aten.expand.default", n_args=3)
+def _expand(g, args, x, where):
+    size = g.ints(args[1], where)
+    pad = len(size) - len(x.shape)
+    shape = [x.shape[d - pad] if s == -1 else s for d, s in enumerate(size)]
+    if pad < 0 or any(x.shape[d - pad] not in (1, shape[d]) for d in range(pad, len(size))):
+        raise bad(where, f"cannot expand {list(x.shape)} to {size}")
+    return shape, broadcast_strides(x.shape, shape), 0
 
 
-@op("aten.repeat.default")
-def _repeat(g, args, where):
-    nargs(args, 3, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        reps = g.ints(args[1], where)
-        xs = [1] * (len(reps) - len(x.shape)) + list(x.shape)
-        if len(reps) < len(x.shape) or len(reps) > 4:
-            raise unsupported(where, f"repeat {reps} of rank {len(x.shape)}")
-        st = contiguous(xs)
-        shape = [r * s for r, s in zip(reps, xs)]
-        out.resize(shape, where)
-        if not numel(shape):
-            return []
-        sizes = [v for r, s in zip(reps, xs) for v in (r, s)]
-        strides = [v for s in st for v in (0, s)]
-        return [copy(g, x, out, sizes, strides, where=where)]
-    return plan
+@view_op("aten.repeat.default", n_args=3)
+def _repeat(g, args, x, where):
+    reps = g.ints(args[1], where)
+    xs = [1] * (len(reps) - len(x.shape)) + list(x.shape)
+    if len(reps) < len(x.shape) or len(reps) > 4:
+        raise unsupported(where, f"repeat {reps} of rank {len(x.shape)}")
+    st = contiguous(xs)
+    shape = [r * s for r, s in zip(reps, xs)]
+    sizes = [v for r, s in zip(reps, xs) for v in (r, s)]
+    return shape, [v for s in st for v in (0, s)], 0, sizes
 
 
-@op("aten.flip.default")
-def _flip(g, args, where):
-    nargs(args, 3, where)
-    x, out = g.t(args[0], where), g.t(args[-1], where)
-
-    def plan():
-        nd = len(x.shape)
-        dims = {norm_dim(d, nd, where) for d in g.ints(args[1], where)}
-        out.resize(x.shape, where)
-        st = contiguous(x.shape)
-        off = sum((x.shape[d] - 1) * st[d] for d in dims)
-        sst = [-s if d in dims else s for d, s in enumerate(st)]
-        return [copy(g, x, out, x.shape, sst, off, where=where)] if x.numel else []
-    return plan
+@view_op("aten.flip.default", n_args=3)
+def _flip(g, args, x, where):
+    nd = len(x.shape)
+    dims = {norm_dim(d, nd, where) for d in g.ints(args[1], where)}
+    st = contiguous(x.shape)
+    off = sum((x.shape[d] - 1) * st[d] for d in dims)
+    return x.shape, [-s if d in dims else s for d, s in enumerate(st)], off
 
 
 @op("aten.constant_pad_nd.default")

@@ -1,0 +1,1 @@
+"""Cadence's int8 DSP kernels (``cadence::*``): reference tier only."""

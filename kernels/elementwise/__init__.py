@@ -1,0 +1,1 @@
+"""Elementwise ops: ``reference`` (unary math), ``reference_activation``, ``reference_binary``, ``reference_compare``; ``typed`` (float hot paths), ``typed_select`` (predicates, where, fills of a decode step); ``generic`` (the any-dtype engine) with ``generic_unary``, ``generic_binary``, ``generic_bind``, ``generic_io``, ``generic_math``; ``opencl``."""

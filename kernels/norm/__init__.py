@@ -1,0 +1,1 @@
+"""Normalizations (layer, group, batch, RMS): ``reference``; ``typed``; ``generic``; ``opencl``."""

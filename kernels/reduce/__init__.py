@@ -1,0 +1,1 @@
+"""Reductions and scans: ``reference``; ``typed``; ``generic`` with ``generic_var``, ``generic_cumsum``; ``opencl``."""

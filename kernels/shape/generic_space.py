@@ -1,0 +1,416 @@
+"""Data movement, part 2: the iteration space (sizes, strides, segments) of each op.
+"""
+from __future__ import annotations
+
+
+from pyruntime.kernels.fast.copy_engine import W_OUT, expand_view, view_sizes
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.fast.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
+                                            OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE, OP_PSHUF,
+                                            OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
+                                            OP_REPLICATE, OP_ROLL, OP_ROLL_FLAT, OP_SELECT,
+                                            OP_SLICE, OP_SQUEEZE, OP_STRIDED, OP_TRIL, OP_TRIU,
+                                            OP_UNFOLD, OP_UNSQUEEZE, OP_VIEW, V_N, V_S, V_T, _fill,
+                                            _seg, _xfer)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
+                             offset_of)
+
+
+# ---- building the iteration space of each op ---------------------------------------------
+
+@njit(inline="always")
+def _view_in(s, a, nd):
+    for i in range(nd):
+        s[V_N + i] = a[8 + i]
+        s[V_S + i] = a[24 + i]
+
+
+@njit
+def _bcast(s, a, t):
+    """``a`` broadcast to ``t``'s sizes (ATen's copy rules)."""
+    nd = t[2]
+    lead = nd - a[2]
+    if lead < 0:
+        return INVALID_ARGUMENT
+    for i in range(nd):
+        want = t[8 + i]
+        s[V_N + i] = want
+        if i < lead:
+            s[V_S + i] = 0
+        else:
+            have = a[8 + i - lead]
+            if have == want:
+                s[V_S + i] = a[24 + i - lead]
+            elif have == 1:
+                s[V_S + i] = 0
+            else:
+                return INVALID_ARGUMENT
+    return OK
+
+
+@njit
+def _pad_segments(s, a, d, lo, hi, reflect):
+    """Reflection/replication pad of dim ``d``: three affine segments (ATen's index maps)."""
+    n = a[8 + d]
+    size = n + lo + hi
+    if size <= 0 or n == 0 or (reflect and (lo >= n or hi >= n)):
+        return INVALID_ARGUMENT
+    s[V_N + d] = size
+    s[NSEG + d] = 3
+    ca = min(lo, size) if lo > 0 else 0  # out positions left of the input
+    if reflect:
+        _seg(s, d, 0, 0, ca, lo, -1)
+    else:
+        _seg(s, d, 0, 0, ca, 0, 0)
+    bs = max(lo, 0)
+    _seg(s, d, 1, bs, min(lo + n, size) - bs, bs - lo, 1)
+    cs = max(lo + n, 0)  # right of the input
+    if reflect:
+        _seg(s, d, 2, cs, size - cs, 2 * (n - 1) - (cs - lo), -1)
+    else:
+        _seg(s, d, 2, cs, size - cs, n - 1, 0)
+    return OK
+
+
+@njit
+def _build(op, block, a, o, s):
+    """Fill the iteration space for ``op``; returns (status, iteration rank, source offset)."""
+    nd = a[2]
+    for i in range(16):
+        s[NSEG + i] = 0
+    off = 0
+    if op == OP_COPY or op == OP_TRIL or op == OP_TRIU or op == OP_ROLL_FLAT:
+        _view_in(s, a, nd)
+    elif op == OP_BCAST or op == OP_COPY_INTO:
+        t = desc(block[4]) if op == OP_BCAST else o
+        nd = t[2]
+        st = _bcast(s, a, t)
+        if st != OK:
+            return st, nd, off
+    elif op == OP_NARROW:
+        d = block[4]
+        start = block[5]
+        length = block[6]
+        n = a[8 + d]
+        if start < -n or start > n:
+            return INVALID_ARGUMENT, nd, off
+        if start < 0:
+            start += n
+        if length < 0 or start + length > n:
+            return INVALID_ARGUMENT, nd, off
+        _view_in(s, a, nd)
+        s[V_N + d] = length
+        off = start * a[24 + d]
+    elif op == OP_DIAG:
+        offset = block[4]
+        d1 = block[5]
+        d2 = block[6]
+        k = 0
+        for i in range(nd):
+            if i != d1 and i != d2:
+                s[V_N + k] = a[8 + i]
+                s[V_S + k] = a[24 + i]
+                k += 1
+        n1 = a[8 + d1]
+        n2 = a[8 + d2]
+        if offset >= 0:
+            ln = min(n1, n2 - offset)
+            off = offset * a[24 + d2]
+        else:
+            ln = min(n1 + offset, n2)
+            off = -offset * a[24 + d1]
+        if ln <= 0:
+            ln = 0
+            off = 0
+        s[V_N + k] = ln
+        s[V_S + k] = a[24 + d1] + a[24 + d2]
+        nd = k + 1
+    elif op == OP_STRIDED:
+        nd = block[4]
+        off = block[5]
+        last = off
+        empty = False
+        for i in range(nd):
+            sz = block[6 + i]
+            s[V_N + i] = sz
+            s[V_S + i] = block[6 + nd + i]
+            if sz == 0:
+                empty = True
+            last += s[V_S + i] * (sz - 1)
+        if not empty and last >= a[3]:  # strides index the input's storage
+            return INVALID_ARGUMENT, nd, off
+    elif op == OP_UNFOLD:
+        d = block[4]
+        size = block[5]
+        step = block[6]
+        if nd == 0:
+            if size > 1:
+                return INVALID_ARGUMENT, nd, off
+            s[V_N] = size
+            s[V_S] = 0
+            nd = 1
+        else:
+            n = a[8 + d]
+            if size > n:
+                return INVALID_ARGUMENT, nd, off
+            _view_in(s, a, nd)
+            s[V_N + d] = (n - size) // step + 1
+            s[V_S + d] = a[24 + d] * step
+            s[V_N + nd] = size
+            s[V_S + nd] = a[24 + d]
+            nd += 1
+    elif op == OP_REAL:  # in units of the complex type's components
+        for i in range(nd):
+            s[V_N + i] = a[8 + i]
+            s[V_S + i] = 2 * a[24 + i]
+        s[V_N + nd] = 2
+        s[V_S + nd] = 1
+        nd += 1
+    elif op == OP_FLIP:
+        _view_in(s, a, nd)
+        mask = block[4]
+        for i in range(nd):
+            if (mask >> i) & 1 == 1:
+                n = a[8 + i]
+                s[NSEG + i] = 1
+                _seg(s, i, 0, 0, n, n - 1, -1)
+    elif op == OP_ROLL:
+        _view_in(s, a, nd)
+        for k in range(block[4]):
+            d = block[5 + 2 * k]
+            n = a[8 + d]
+            if n == 0:
+                continue
+            sh = block[6 + 2 * k] % n
+            if sh != 0:  # out[i] = in[(i - sh) mod n]
+                s[NSEG + d] = 2
+                _seg(s, d, 0, 0, sh, n - sh, 1)
+                _seg(s, d, 1, sh, n - sh, 0, 1)
+    elif op == OP_CPAD:
+        _view_in(s, a, nd)
+        for i in range(block[5]):
+            d = nd - 1 - i
+            lo = block[6 + 2 * i]
+            hi = block[7 + 2 * i]
+            n = a[8 + d]
+            size = n + lo + hi
+            if size < 0:
+                return INVALID_ARGUMENT, nd, off
+            clo = max(0, -lo)  # negative pads crop
+            keep = max(0, n - clo - max(0, -hi))
+            s[V_N + d] = size
+            s[NSEG + d] = 1
+            _seg(s, d, 0, max(0, lo), keep, clo, 1)
+    elif op == OP_REFLECT or op == OP_REPLICATE:
+        _view_in(s, a, nd)
+        for i in range(block[4]):
+            st = _pad_segments(s, a, nd - 1 - i, block[5 + 2 * i], block[6 + 2 * i],
+                               op == OP_REFLECT)
+            if st != OK:
+                return st, nd, off
+    elif op == OP_REPEAT:  # out sizes only; the iteration space follows the resize
+        n = block[4]
+        lead = n - nd
+        for j in range(n):
+            r = block[5 + j]
+            s[W_OUT + j] = r if j < lead else r * a[8 + j - lead]
+        nd = n
+    elif op == OP_PSHUF or op == OP_PUNSHUF:
+        r = block[4]
+        for i in range(nd):
+            s[W_OUT + i] = a[8 + i]
+        c = a[8 + nd - 3]
+        h = a[8 + nd - 2]
+        w = a[8 + nd - 1]
+        if op == OP_PSHUF:
+            if c % (r * r) != 0:
+                return INVALID_ARGUMENT, nd, off
+            s[W_OUT + nd - 3] = c // (r * r)
+            s[W_OUT + nd - 2] = h * r
+            s[W_OUT + nd - 1] = w * r
+        else:
+            if h % r != 0 or w % r != 0:
+                return INVALID_ARGUMENT, nd, off
+            s[W_OUT + nd - 3] = c * r * r
+            s[W_OUT + nd - 2] = h // r
+            s[W_OUT + nd - 1] = w // r
+    else:
+        return _build_view(op, block, a, s)
+    return OK, nd, off
+
+
+@njit(inline="always")
+def _clamp(i, n):
+    if i < 0:
+        i += n
+        if i < 0:
+            i = 0
+    return n if i > n else i
+
+
+@njit
+def _build_view(op, block, a, s):
+    """The plain views (permute, expand, slice, select, squeeze, unsqueeze, view), for
+    casting outs: the same-dtype ones run in ``kernels.shape.typed``."""
+    nd = a[2]
+    off = 0
+    if op == OP_PERMUTE:
+        for i in range(nd):
+            p = block[4 + i]
+            s[V_N + i] = a[8 + p]
+            s[V_S + i] = a[24 + p]
+    elif op == OP_EXPAND:
+        n = block[4]
+        if not expand_view(a, block, 5, n, s, V_N, V_S):
+            return INVALID_ARGUMENT, nd, off
+        nd = n
+    elif op == OP_SLICE:
+        d = block[4]
+        step = block[7]
+        n = a[8 + d]
+        start = _clamp(block[5], n)
+        end = _clamp(block[6], n)
+        _view_in(s, a, nd)
+        s[V_N + d] = (end - start + step - 1) // step if end > start else 0
+        s[V_S + d] = a[24 + d] * step
+        off = start * a[24 + d]
+    elif op == OP_SELECT or op == OP_SQUEEZE or op == OP_UNSQUEEZE:
+        d = block[4]
+        if op == OP_SELECT:
+            n = a[8 + d]
+            idx = block[5]
+            if idx < -n or idx >= n:
+                return INVALID_ARGUMENT, nd, off
+            off = (idx + n if idx < 0 else idx) * a[24 + d]
+        k = 0
+        for i in range(nd + 1):
+            if op == OP_UNSQUEEZE and i == d:
+                s[V_N + k] = 1
+                s[V_S + k] = 0
+                k += 1
+            if i == nd:
+                break
+            if op == OP_SELECT and i == d:
+                continue
+            if op == OP_SQUEEZE and (d >> i) & 1 == 1 and a[8 + i] == 1:
+                continue
+            s[V_N + k] = a[8 + i]
+            s[V_S + k] = a[24 + i]
+            k += 1
+        nd = k
+    elif op == OP_VIEW:  # out sizes only (one -1 inferred); see _special
+        n = block[4]
+        if not view_sizes(block, 5, n, a[3], s):
+            return INVALID_ARGUMENT, nd, off
+        nd = n
+    else:
+        return NOT_SUPPORTED, nd, off
+    return OK, nd, off
+
+
+@njit(inline="always")
+def _dim3(s, k, n, ss, ts):
+    s[V_N + k] = n
+    s[V_S + k] = ss
+    s[V_T + k] = ts
+
+
+@njit
+def _special(op, block, a, o, s):
+    """Iteration space of repeat / pixel (un)shuffle over the resized out; returns its rank."""
+    nd = a[2]
+    if op == OP_VIEW:  # iterate whichever side is contiguous, the other in its own strides
+        src_flat = is_contiguous(a)
+        if not src_flat and not is_contiguous(o):
+            return -1
+        v = o if src_flat else a
+        k = v[2]
+        st = 1
+        for i in range(k - 1, -1, -1):
+            s[V_N + i] = v[8 + i]
+            s[V_S + i] = st if src_flat else a[24 + i]
+            s[V_T + i] = o[24 + i] if src_flat else st
+            st *= v[8 + i]
+        return k
+    if op == OP_REPEAT:
+        n = block[4]
+        lead = n - nd
+        k = 0
+        for j in range(n):
+            r = block[5 + j]
+            t = o[24 + j]
+            if j < lead:
+                _dim3(s, k, r, 0, t)
+                k += 1
+            else:
+                m = a[8 + j - lead]
+                if r != 1:  # the copies of the whole dim, then the dim itself
+                    _dim3(s, k, r, 0, t * m)
+                    k += 1
+                _dim3(s, k, m, a[24 + j - lead], t)
+                k += 1
+        return k
+    r = block[4]
+    lead = nd - 3
+    for i in range(lead):
+        _dim3(s, i, a[8 + i], a[24 + i], o[24 + i])
+    sc, sh, sw = a[24 + lead], a[24 + lead + 1], a[24 + lead + 2]
+    tc, th, tw = o[24 + lead], o[24 + lead + 1], o[24 + lead + 2]
+    h = a[8 + lead + 1]
+    w = a[8 + lead + 2]
+    if op == OP_PSHUF:  # out[c, y*r+i, x*r+j] = in[c*r*r + i*r + j, y, x]
+        _dim3(s, lead, o[8 + lead], sc * r * r, tc)
+        _dim3(s, lead + 1, h, sh, th * r)
+        _dim3(s, lead + 2, r, sc * r, th)
+        _dim3(s, lead + 3, w, sw, tw * r)
+        _dim3(s, lead + 4, r, sc, tw)
+    else:  # out[c*r*r + i*r + j, y, x] = in[c, y*r+i, x*r+j]
+        _dim3(s, lead, a[8 + lead], sc, tc * r * r)
+        _dim3(s, lead + 1, r, sh, tc * r)
+        _dim3(s, lead + 2, r, sw, tc)
+        _dim3(s, lead + 3, h // r, sh * r, th)
+        _dim3(s, lead + 4, w // r, sw * r, tw)
+    return lead + 5
+
+
+@njit
+def _triangle(o, lower, diag):
+    """Zero out's elements above (tril) or below (triu) diagonal ``diag``."""
+    nd = o[2]
+    rows = o[8 + nd - 2]
+    cols = o[8 + nd - 1]
+    tr = o[24 + nd - 2]
+    tc = o[24 + nd - 1]
+    es = elem_size(o[1])
+    batch = 1
+    for i in range(nd - 2):
+        batch *= o[8 + i]
+    for b in range(batch):
+        base = 0
+        rem = b
+        for i in range(nd - 3, -1, -1):
+            base += (rem % o[8 + i]) * o[24 + i]
+            rem //= o[8 + i]
+        for r in range(rows):
+            if lower:
+                c0 = min(max(r + diag + 1, 0), cols)
+                c1 = cols
+            else:
+                c0 = 0
+                c1 = min(max(r + diag, 0), cols)
+            if c1 > c0:
+                _fill(o[0] + (base + r * tr + c0 * tc) * es, es, c1 - c0, 0, tc)
+
+
+@njit
+def _roll_flat(a, o, sst, shift, w):
+    """Roll of the flattened tensor when either side is not contiguous: element by element."""
+    n = a[3]
+    if n == 0:
+        return
+    sh = shift % n
+    ses = elem_size(sst)
+    des = elem_size(o[1])
+    for k in range(n):
+        _xfer(a[0] + offset_of(a, (k - sh + n) % n) * ses, sst, o[0] + offset_of(o, k) * des,
+              o[1], w, 0)

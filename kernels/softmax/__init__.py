@@ -1,0 +1,1 @@
+"""Softmax and log-softmax: ``reference``; ``typed``; ``generic``; ``opencl``."""

@@ -1,0 +1,1 @@
+"""Upsampling and grid sampling: ``reference``; ``generic``, ``generic_grid``; ``opencl``."""
