@@ -20,7 +20,7 @@ from pyruntime.kernels.fast.context import BindContext
 from pyruntime.kernels.elementwise import generic_unary as unary
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT
 from tests.kernels.helpers import as_value, assert_close, call, static_out
-from tests.kernels.test_elementwise import BF16, dim_ordered, make
+from tests.kernels.elementwise.test_elementwise import BF16, dim_ordered, make
 
 ALL = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
        "float64"]

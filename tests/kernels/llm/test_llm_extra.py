@@ -429,7 +429,7 @@ def test_fast_moe_dynamic_tokens_and_declines():
 
 # ---- a program: exported with ExecuTorch, run in executorch.runtime and in pyruntime -------
 
-FIXTURES = Path(os.environ.get("PYRUNTIME_FIXTURES") or Path(__file__).parents[1] / ".fixtures")
+FIXTURES = Path(os.environ.get("PYRUNTIME_FIXTURES") or Path(__file__).parents[2] / ".fixtures")
 PROGRAM_VERSION = "1"
 
 

@@ -7,7 +7,7 @@ import torch
 
 from pyruntime.cython_ext import ExecuTorchError
 from tests.kernels.helpers import call, static_out
-from tests.kernels.test_elementwise import DTYPES, FLOATS, check, dim_ordered, make
+from tests.kernels.elementwise.test_elementwise import DTYPES, FLOATS, check, dim_ordered, make
 
 A = torch.ops.aten
 SHAPE_PAIRS = [((), ()), ((0,), (0,)), ((3,), (3,)), ((2, 3, 4), (2, 3, 4)),

@@ -7,7 +7,7 @@ import torch
 
 from pyruntime.cython_ext import ExecuTorchError
 from tests.kernels.helpers import bound_out, call, static_out
-from tests.kernels.test_elementwise import DTYPES, SHAPES, check, dim_ordered, make
+from tests.kernels.elementwise.test_elementwise import DTYPES, SHAPES, check, dim_ordered, make
 
 A = torch.ops.aten
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-3, -1e-3, 0.5, -0.5, 20.0, -20.0])

@@ -7,7 +7,7 @@ import torch
 
 from pyruntime.cython_ext import ExecuTorchError
 from tests.kernels.helpers import call, static_out
-from tests.kernels.test_elementwise import DTYPES, SHAPES, check, dim_ordered, make
+from tests.kernels.elementwise.test_elementwise import DTYPES, SHAPES, check, dim_ordered, make
 
 A = torch.ops.aten
 CMP = ["eq", "ne", "lt", "le", "gt", "ge"]
