@@ -39,7 +39,7 @@ def _candidates():
     return paths
 
 
-def _lookup():
+def lookup():
     global _state
     if _state is not None:
         return _state
@@ -72,7 +72,7 @@ def _lookup():
 
 def set_blas_threads(n: int) -> bool:
     """Set OpenBLAS's thread count (shared with numpy); False when there is no BLAS."""
-    setter = _lookup()[2]
+    setter = lookup()[2]
     if setter is None:
         return False
     setter(max(1, int(n)))
@@ -81,5 +81,5 @@ def set_blas_threads(n: int) -> bool:
 
 def blas_threads() -> int:
     """OpenBLAS's current thread count (0 when there is no BLAS)."""
-    getter = _lookup()[3]
+    getter = lookup()[3]
     return 0 if getter is None else int(getter())

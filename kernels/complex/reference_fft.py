@@ -48,6 +48,17 @@ def _dims(op, dim, ndim):
     return dims
 
 
+def fft_input(op, self, dim, complex_in: bool):
+    """``self``'s array and its wrapped ``dim`` list; ``self`` must be complex64/128 if
+    ``complex_in``, else float32/64."""
+    x = self.numpy()
+    if complex_in and x.dtype.kind != "c":
+        raise _bad(op, "self", "a complex64 or complex128 tensor", self.describe())
+    if not complex_in and x.dtype not in _COMPLEX:
+        raise _bad(op, "self", "a float32 or float64 tensor", self.describe())
+    return x, _dims(op, dim, x.ndim)
+
+
 def _factor(n, normalization, real):
     """pocketfft's normalization factor in the data's precision (``real``: a numpy dtype)."""
     one = real.type(1)
@@ -96,11 +107,7 @@ def _c2c(x, dims, fct, forward):
 
 @register("aten::_fft_r2c.out")
 def _fft_r2c_out(self, dim, normalization, onesided, out):
-    op = "aten::_fft_r2c.out"
-    x = self.numpy()
-    if x.dtype not in _COMPLEX:
-        raise _bad(op, "self", "a float32 or float64 tensor", self.describe())
-    dims = _dims(op, dim, x.ndim)
+    x, dims = fft_input("aten::_fft_r2c.out", self, dim, False)
     fct = _factor(prod(x.shape[d] for d in dims), normalization, x.dtype)
     if not onesided:  # ATen: the full spectrum of the real signal
         out.write(_c2c(x.astype(_COMPLEX[x.dtype]), dims, fct, True))
@@ -112,10 +119,7 @@ def _fft_r2c_out(self, dim, normalization, onesided, out):
 @register("aten::_fft_c2r.out")
 def _fft_c2r_out(self, dim, normalization, last_dim_size, out):
     op = "aten::_fft_c2r.out"
-    x = self.numpy()
-    if x.dtype.kind != "c":
-        raise _bad(op, "self", "a complex64 or complex128 tensor", self.describe())
-    dims = _dims(op, dim, x.ndim)
+    x, dims = fft_input(op, self, dim, True)
     n_last = int(last_dim_size)
     if n_last < 1 or x.shape[dims[-1]] < n_last // 2 + 1:
         raise _bad(op, "last_dim_size", f"1 .. {2 * x.shape[dims[-1]] - 1} for input "
@@ -129,10 +133,6 @@ def _fft_c2r_out(self, dim, normalization, last_dim_size, out):
 
 @register("aten::_fft_c2c.out")
 def _fft_c2c_out(self, dim, normalization, forward, out):
-    op = "aten::_fft_c2c.out"
-    x = self.numpy()
-    if x.dtype.kind != "c":
-        raise _bad(op, "self", "a complex64 or complex128 tensor", self.describe())
-    dims = _dims(op, dim, x.ndim)
+    x, dims = fft_input("aten::_fft_c2c.out", self, dim, True)
     fct = _factor(prod(x.shape[d] for d in dims), normalization, x.real.dtype)
     out.write(_c2c(x, dims, fct, bool(forward)))

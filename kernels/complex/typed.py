@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like, resize_to
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like,
+                                       resize_to)
 
 CHALF, CFLOAT, CDOUBLE = 8, 9, 10
 _OF_PART = {5: CHALF, 6: CFLOAT, 7: CDOUBLE}
@@ -53,7 +55,7 @@ def view_as_complex_kernel(block):
     x = desc(block[0])
     o = desc(block[1])
     nd = x[2]
-    if nd < 1 or x[8 + nd - 1] != 2 or o[2] != nd - 1:
+    if nd < 1 or x[D_SIZES + nd - 1] != 2 or o[2] != nd - 1:
         return NOT_SUPPORTED
     st = resize_to(o, x[8:8 + nd - 1], nd - 1)
     if st != OK:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
-from pyruntime.kernels.conv.typed import _conv, _cols_range
-from pyruntime.kernels.conv.typed import _scratch as _conv_scratch
+from pyruntime.kernels.conv.typed import conv_typed, cols_range, int_list
+from pyruntime.kernels.conv.typed import conv_scratch as _conv_scratch
 from pyruntime.kernels.conv.typed import scratch_elems as conv_scratch_elems
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
-from pyruntime.kernels.linalg.generic import _compute
-from pyruntime.kernels.fast.nn_io import FAKE_WORDS, SUPPORTED, _fake, _gather, _scatter, _wrap
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,
-                             desc, lazy, ptr_like, resize_to, scratch, sum_seg)
+from pyruntime.kernels.linalg.generic import compute_codes
+from pyruntime.kernels.fast.nn_io import (FAKE_WORDS, SUPPORTED, fake_desc, gather_compute,
+                                          scatter_compute, wrap)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
+                                       cast_like, desc, lazy, ptr_like, resize_to, scratch, sum_seg)
 
 
 # ---- convolution -------------------------------------------------------------------
@@ -89,11 +91,11 @@ def _corr(A, B, Wt, g3, mode, mk):
                     bbase = (n * CB + gi * cbg + bc) * LB
                     wbase = (ach * cbg + bc) * K
                     for q0 in range(k0):
-                        lo0, hi0 = _cols_range(q0 * d0 - p0, s0, b0, a0)
+                        lo0, hi0 = cols_range(q0 * d0 - p0, s0, b0, a0)
                         for q1 in range(k1):
-                            lo1, hi1 = _cols_range(q1 * d1 - p1, s1, b1, a1)
+                            lo1, hi1 = cols_range(q1 * d1 - p1, s1, b1, a1)
                             for q2 in range(k2):
-                                lo2, hi2 = _cols_range(q2 * d2 - p2, s2, b2, a2)
+                                lo2, hi2 = cols_range(q2 * d2 - p2, s2, b2, a2)
                                 wi = wbase + (q0 * k1 + q1) * k2 + q2
                                 wv = Wt[wi]
                                 acc = z
@@ -124,12 +126,21 @@ def _geom(g3, blk, N, CA, CB, da, db, w):
     k = blk[C_K]
     for i in range(3):
         j = i - (3 - k)
-        g3[4 + i] = da[8 + 2 + j] if j >= 0 else 1
-        g3[7 + i] = db[8 + 2 + j] if j >= 0 else 1
-        g3[10 + i] = w[8 + 2 + j] if j >= 0 else 1
+        g3[4 + i] = da[D_SIZES + 2 + j] if j >= 0 else 1
+        g3[7 + i] = db[D_SIZES + 2 + j] if j >= 0 else 1
+        g3[10 + i] = w[D_SIZES + 2 + j] if j >= 0 else 1
         g3[13 + i] = blk[C_S + i]
         g3[16 + i] = blk[C_P + i]
         g3[19 + i] = blk[C_D + i]
+
+
+@njit(inline="always")
+def conv_geom(g3, blk, N, C, O, x, y, w, tr):
+    """``_geom`` of input side ``x`` and output side ``y``: x is A when transposed, else B."""
+    if tr:
+        _geom(g3, blk, N, C, O, x, y, w)
+    else:
+        _geom(g3, blk, N, O, C, y, x, w)
 
 
 @njit(inline="always")
@@ -148,7 +159,7 @@ def _float_conv(cb, mk, item):
 def _ov_float_conv(cb, mk, item):
     if isinstance(mk, types.Integer):
         return lambda cb, mk, item: NOT_SUPPORTED  # integer inputs take the direct loop
-    return lambda cb, mk, item: _conv(cb, cast_like(0, mk), item)
+    return lambda cb, mk, item: conv_typed(cb, cast_like(0, mk), item)
 
 
 @njit
@@ -157,6 +168,16 @@ def _out_channels(w, C, g, tr):
     if tr:
         return w[9] * g if w[8] == C and C % g == 0 else -1
     return w[8] if w[9] * g == C and w[8] % g == 0 else -1
+
+
+@njit(inline="always")
+def conv_operands(blk, t_at):
+    """(x, weight, ``blk[t_at]``'s descriptor, out channels; -1 where they do not fit)."""
+    x, w, t = desc(blk[C_X]), desc(blk[C_W]), desc(blk[t_at])
+    nd = x[2]
+    if w[2] != nd or t[2] != nd:
+        return x, w, t, -1
+    return x, w, t, _out_channels(w, x[9], blk[C_G], blk[C_T] != 0)
 
 
 @njit
@@ -170,19 +191,14 @@ def _out_len(blk, j, sp, kk, tr):
 
 @njit
 def _conv_fwd(blk, mk, item):
-    x = desc(blk[C_X])
-    w = desc(blk[C_W])
-    o = desc(blk[C_O0])
+    x, w, o, O = conv_operands(blk, C_O0)
+    if O < 0:
+        return INVALID_ARGUMENT
     nd = x[2]
     k = blk[C_K]
     g = blk[C_G]
     tr = blk[C_T] != 0
-    if w[2] != nd or o[2] != nd:
-        return INVALID_ARGUMENT
     N, C = x[8], x[9]
-    O = _out_channels(w, C, g, tr)
-    if O < 0:
-        return INVALID_ARGUMENT
     fa = blk[C_FAKE]
     sz = scratch(fa + G_OFF * 8, 16)
     sz[0], sz[1] = N, O
@@ -204,13 +220,13 @@ def _conv_fwd(blk, mk, item):
     if o[3] == 0:
         return OK
     isint = blk[C_CT] != 0
-    _gather(blk[C_SX], x, mk)
-    _gather(blk[C_SW], w, mk)
+    gather_compute(blk[C_SX], x, mk)
+    gather_compute(blk[C_SW], w, mk)
     if isint or tr or k > 2 or blk[C_FN] == 0:
         L = o[3] // (N * O)
         ov = ptr_like(blk[C_SO0], mk)
         if hasb:
-            _gather(blk[C_SB], desc(blk[C_B]), mk)
+            gather_compute(blk[C_SB], desc(blk[C_B]), mk)
             bv = ptr_like(blk[C_SB], mk)
             for r in range(N * O):
                 for i in range(L):
@@ -218,21 +234,20 @@ def _conv_fwd(blk, mk, item):
         else:
             _zero(blk[C_SO0], o[3], mk)
         g3 = scratch(fa + G_OFF * 8 + 16 * 8, 24)
+        conv_geom(g3, blk, N, C, O, x, o, w, tr)
         if tr:  # ExecuTorch's loop order, bias first (as above)
-            _geom(g3, blk, N, C, O, x, o, w)
             transposed_et(ptr_like(blk[C_SX], mk), ptr_like(blk[C_SW], mk), ov, g3)
         else:
-            _geom(g3, blk, N, O, C, o, x, w)
             _corr(ov, ptr_like(blk[C_SX], mk), ptr_like(blk[C_SW], mk), g3, 0, mk)
     else:  # float 1-D/2-D: conv.py's im2col + gemm over made-up descriptors
         stc = ST_F32 if item == 4 else ST_F64
         fx = desc(fa + F_X * 512)
         fw = desc(fa + F_W * 512)
         fo = desc(fa + F_O * 512)
-        _fake(fx, x, blk[C_SX], stc, x[3])
-        _fake(fw, w, blk[C_SW], stc, w[3])
-        _fake(fo, o, blk[C_SO0], stc, o[3])
-        cb = scratch(fa + CB_OFF * 8, 23)  # every word _conv reads (zero past 14: no parts,
+        fake_desc(fx, x, blk[C_SX], stc, x[3])
+        fake_desc(fw, w, blk[C_SW], stc, w[3])
+        fake_desc(fo, o, blk[C_SO0], stc, o[3])
+        cb = scratch(fa + CB_OFF * 8, 23)  # every word conv_typed reads (zero past 14: no parts,
         # epilogue or FMA)
         cb[0], cb[14] = blk[C_FN], 0  # no packed weight: it is gathered on every run
         cb[1], cb[2], cb[4] = fa + F_X * 512, fa + F_W * 512, fa + F_O * 512
@@ -240,8 +255,8 @@ def _conv_fwd(blk, mk, item):
         if hasb:
             fb = desc(fa + F_B * 512)
             bd = desc(blk[C_B])
-            _fake(fb, bd, blk[C_SB], stc, bd[3])
-            _gather(blk[C_SB], bd, mk)
+            fake_desc(fb, bd, blk[C_SB], stc, bd[3])
+            gather_compute(blk[C_SB], bd, mk)
             cb[3] = fa + F_B * 512
         # (sh, sw, ph, pw, dh, dw): the last two of the three padded spatial dims
         cb[5], cb[6] = blk[C_S + 1], blk[C_S + 2]
@@ -252,27 +267,21 @@ def _conv_fwd(blk, mk, item):
         if st != OK:
             return st
     if isint:
-        _wrap(blk[C_SO0], o[3], blk[C_CT])
-    _scatter(blk[C_SO0], o, mk, isint)
+        wrap(blk[C_SO0], o[3], blk[C_CT])
+    scatter_compute(blk[C_SO0], o, mk, isint)
     return OK
 
 
 @njit
 def _conv_bwd(blk, mk, item):
-    x = desc(blk[C_X])
-    w = desc(blk[C_W])
-    go = desc(blk[C_B])
-    nd = x[2]
-    k = blk[C_K]
-    g = blk[C_G]
-    tr = blk[C_T] != 0
-    mask = blk[C_MASK]
-    if w[2] != nd or go[2] != nd:
-        return INVALID_ARGUMENT
-    N, C = x[8], x[9]
-    O = _out_channels(w, C, g, tr)
+    x, w, go, O = conv_operands(blk, C_B)
     if O < 0:
         return INVALID_ARGUMENT
+    nd = x[2]
+    k = blk[C_K]
+    tr = blk[C_T] != 0
+    mask = blk[C_MASK]
+    N, C = x[8], x[9]
     if go[8] != N or go[9] != O:
         return INVALID_ARGUMENT
     for i in range(k):  # grad_output must have the forward output's sizes
@@ -281,38 +290,28 @@ def _conv_bwd(blk, mk, item):
             return INVALID_ARGUMENT
     fa = blk[C_FAKE]
     g3 = scratch(fa + G_OFF * 8 + 16 * 8, 24)
-    _gather(blk[C_SX], x, mk)
-    _gather(blk[C_SW], w, mk)
-    _gather(blk[C_SB], go, mk)
+    gather_compute(blk[C_SX], x, mk)
+    gather_compute(blk[C_SW], w, mk)
+    gather_compute(blk[C_SB], go, mk)
     xs, ws, gs = ptr_like(blk[C_SX], mk), ptr_like(blk[C_SW], mk), ptr_like(blk[C_SB], mk)
-    if mask & 1:
-        o = desc(blk[C_O0])
-        st = resize_to(o, x[8:24], nd)
+    for q in range(2):  # grad_input (out0), then grad_weight (out1)
+        if not mask & (1 << q):
+            continue
+        like = x if q == 0 else w
+        o = desc(blk[C_O0 + q])
+        st = resize_to(o, like[8:24], nd)
         if st != OK:
             return st
-        _zero(blk[C_SO0], x[3], mk)
-        gi = ptr_like(blk[C_SO0], mk)
-        if tr:  # grad_input is the A side
-            _geom(g3, blk, N, C, O, x, go, w)
-            _corr(gi, gs, ws, g3, 0, mk)
+        _zero(blk[C_SO0 + q], like[3], mk)
+        gq = ptr_like(blk[C_SO0 + q], mk)
+        conv_geom(g3, blk, N, C, O, x, go, w, tr)
+        xq = gq if q == 0 else xs  # the input side: A when transposed, else B
+        a, b = (xq, gs) if tr else (gs, xq)
+        if q == 0:  # mode 0 adds into A, mode 1 into B
+            _corr(a, b, ws, g3, 0 if tr else 1, mk)
         else:
-            _geom(g3, blk, N, O, C, go, x, w)
-            _corr(gs, gi, ws, g3, 1, mk)
-        _scatter(blk[C_SO0], o, mk, False)
-    if mask & 2:
-        o = desc(blk[C_O1])
-        st = resize_to(o, w[8:24], nd)
-        if st != OK:
-            return st
-        _zero(blk[C_SO1], w[3], mk)
-        gw = ptr_like(blk[C_SO1], mk)
-        if tr:
-            _geom(g3, blk, N, C, O, x, go, w)
-            _corr(xs, gs, gw, g3, 2, mk)
-        else:
-            _geom(g3, blk, N, O, C, go, x, w)
-            _corr(gs, xs, gw, g3, 2, mk)
-        _scatter(blk[C_SO1], o, mk, False)
+            _corr(a, b, gq, g3, 2, mk)
+        scatter_compute(blk[C_SO0 + q], o, mk, False)
     if mask & 4:
         o = desc(blk[C_O2])
         sz = scratch(fa + G_OFF * 8, 16)
@@ -327,7 +326,7 @@ def _conv_bwd(blk, mk, item):
             for n in range(N):
                 t += sum_seg(gs, (n * O + c) * L, L)
             gb[c] = cast_like(t, mk)
-        _scatter(blk[C_SO1], o, mk, False)
+        scatter_compute(blk[C_SO1], o, mk, False)
     return OK
 
 
@@ -345,18 +344,6 @@ def conv_any_kernel(block):
     return _conv_fwd(blk, np.int64(0), 8)
 
 
-def _ints(values, k, lo):
-    if not isinstance(values, (list, tuple)) or any(
-            isinstance(v, bool) or not isinstance(v, int) for v in values):
-        return None
-    values = list(values)
-    if len(values) == 1:
-        values *= k
-    if len(values) != k or (values and min(values) < lo):
-        return None
-    return values
-
-
 def _conv_params(input, weight, stride, padding, dilation, transposed, output_padding,
                  groups):
     """Static arguments padded in front to three spatial dims, or None (reference raises)."""
@@ -364,8 +351,8 @@ def _conv_params(input, weight, stride, padding, dilation, transposed, output_pa
     if k < 1 or k > 3 or input.ndim != k + 2 or isinstance(groups, bool) \
             or not isinstance(groups, int) or groups < 1 or not isinstance(transposed, bool):
         return None
-    s, p, d = _ints(stride, k, 1), _ints(padding, k, 0), _ints(dilation, k, 1)
-    op = _ints(output_padding or [0], k, 0)
+    s, p, d = int_list(stride, k, 1), int_list(padding, k, 0), int_list(dilation, k, 1)
+    op = int_list(output_padding or [0], k, 0)
     if s is None or p is None or d is None or op is None:
         return None
     f = 3 - k
@@ -377,7 +364,7 @@ def bind_convolution_any(ctx, input, weight, bias, stride, padding, dilation, tr
                          output_padding, groups, out):  # noqa: A002 - schema names
     prm = _conv_params(input, weight, stride, padding, dilation, transposed, output_padding,
                        groups)
-    comp = _compute(input)
+    comp = compute_codes(input)
     if prm is None or comp is None or out.ndim != input.ndim or (bias is not None and (
             bias.ndim != 1 or bias.scalar_type not in SUPPORTED)) \
             or weight.scalar_type not in SUPPORTED or out.scalar_type not in SUPPORTED:
@@ -410,7 +397,7 @@ def bind_convolution_backward(ctx, grad_output, input, weight, bias_sizes, strid
                               out1, out2):  # noqa: A002 - schema names
     prm = _conv_params(input, weight, stride, padding, dilation, transposed, output_padding,
                        groups)
-    comp = _compute(input)
+    comp = compute_codes(input)
     if prm is None or comp is None or comp[0] == ST_I64 or not isinstance(
             output_mask, (list, tuple)) or len(output_mask) != 3:
         return None  # integer convolution has no gradient in ATen

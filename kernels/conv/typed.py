@@ -22,8 +22,10 @@ from math import prod
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
-from pyruntime.kernels.conv.typed_direct import EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, _direct, _epilogue
+from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU,
+                                                 channel_epilogue, direct_conv)
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
@@ -38,7 +40,7 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B_SCRN, \
     B_WT, B_WK, B_EP, B_EPF, B_MOVE, B_PART, B_NPART, B_ROWS, B_FMA = range(23)
 # A fused epilogue (``bind_fused``): B_EP, when not 0, is the address of the per-channel
-# constants ``_epilogue`` reads; B_EPF says which parts are fused (EP_* bits; 0: none);
+# constants ``channel_epilogue`` reads; B_EPF says which parts are fused (EP_* bits; 0: none);
 # B_MOVE, when not 0, is the descriptor the result is then moved to (B_OUT is the conv's
 # own out: the final one overlaps the input).
 # (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU: kernels.conv.typed_direct)
@@ -61,7 +63,7 @@ SPLIT_MACS = 1 << 16
 
 
 @njit(inline="always")
-def _cols_range(off, sw, W, OW):
+def cols_range(off, sw, W, OW):
     """Output columns ``ow`` whose input column ``ow * sw + off`` lies in [0, W)."""
     lo = 0 if off >= 0 else (-off + sw - 1) // sw
     hi = (W - off + sw - 1) // sw
@@ -83,7 +85,7 @@ def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c
         for ki in range(KH):
             for kj in range(KW):
                 off = kj * dw - pw
-                lo, hi = _cols_range(off, sw, W, OW)
+                lo, hi = cols_range(off, sw, W, OW)
                 for oh in range(c0 // OW, (c1 - 1) // OW + 1):
                     a, b = max(c0 - oh * OW, 0), min(c1 - oh * OW, OW)
                     d = r * Lp + oh * OW - c0
@@ -145,12 +147,12 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
                 if flags:
                     of = ptr_like(o[0], zero)
                     for oc in range(gi * og + r0, gi * og + r1):
-                        _epilogue(of, (n * O + oc) * L + j0, nc, oc, O, ep, flags)
+                        channel_epilogue(of, (n * O + oc) * L + j0, nc, oc, O, ep, flags)
                 j0 += nc
 
 
 @njit
-def _conv(block, zero, item):
+def conv_typed(block, zero, item):
     x = desc(block[B_X])
     w = desc(block[B_W])
     o = desc(block[B_OUT])
@@ -159,7 +161,7 @@ def _conv(block, zero, item):
         return INVALID_ARGUMENT
     N, C, O, Cg = x[8], x[9], w[8], w[9]
     H, KH = (x[10], w[10]) if nd == 4 else (1, 1)
-    W, KW = x[8 + nd - 1], w[8 + nd - 1]
+    W, KW = x[D_SIZES + nd - 1], w[D_SIZES + nd - 1]
     sh, sw, ph, pw, dh, dw = (block[B_SH], block[B_SW], block[B_PH], block[B_PW], block[B_DH],
                               block[B_DW])
     g = block[B_G]
@@ -248,7 +250,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
         else:  # sizes over the bind-time bound (a dynamic input grew in one dim): allocate
             buf = np.full(need, zero)
         if Cg == 1:
-            _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
+            direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
                     zero, item, ep, flags, p0, p1)
         else:
             wt = block[B_WT]
@@ -258,7 +260,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
     elif flags:
         for p in range(p0, p1):
             if q0 <= p % O < q1:
-                _epilogue(of, p * L + c0, c1 - c0, p % O, O, ep, flags)
+                channel_epilogue(of, p * L + c0, c1 - c0, p % O, O, ep, flags)
     if block[B_BIAS] != 0:  # the bias last, as ExecuTorch adds it
         bf = ptr_like(desc(block[B_BIAS])[0], zero)
         for p in range(p0, p1):
@@ -287,24 +289,27 @@ def _move(pd, ps, n, zero):
 def conv_kernel(block):
     dt = desc(block[B_OUT])[1]
     if dt == ST_F32:
-        return _conv(block, np.float32(0), 4)
+        return conv_typed(block, np.float32(0), 4)
     if dt == ST_F64:
-        return _conv(block, 0.0, 8)
+        return conv_typed(block, 0.0, 8)
     return NOT_SUPPORTED
 
 
-def _ints(values, k):
+def int_list(values, k, lo=None):
+    """``values`` as ``k`` ints (each >= ``lo`` if given), or None (the reference raises)."""
     if not isinstance(values, (list, tuple)) or any(
             isinstance(v, bool) or not isinstance(v, int) for v in values):
         return None
     values = list(values)
     if len(values) == 1:
         values *= k
-    return values if len(values) == k else None
+    if len(values) != k or (lo is not None and values and min(values) < lo):
+        return None
+    return values
 
 
 def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
-    """Scratch elements ``_conv`` needs at the load-time (upper-bound) 2-D sizes ``sp``: the
+    """Scratch elements ``conv_typed`` needs at the load-time (upper-bound) 2-D sizes ``sp``: the
     direct loop's zero-padded plane, or the im2col columns plus the gemm's scratch."""
     osp = [max(0, (sp[i] + 2 * padding[i] - dilation[i] * (kern[i] - 1) - 1) // stride[i] + 1)
            for i in range(2)]
@@ -335,7 +340,7 @@ def packed_weight(ctx, weight, groups, L, rows=None):
     return wt.ctypes.data, kind
 
 
-def _scratch(ctx, nbytes, part=0):
+def conv_scratch(ctx, nbytes, part=0):
     """(address, bytes) of one scratch buffer per method and part (instructions run one at
     a time, their parts at once), replaced by a larger one when a later convolution needs
     more."""
@@ -347,7 +352,7 @@ def _scratch(ctx, nbytes, part=0):
 
 
 def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed, groups, out):
-    """(the argument block of a convolution ``_conv`` runs, up to B_WK; its parts' blocks
+    """(the argument block of a convolution ``conv_typed`` runs, up to B_WK; its parts' blocks
     (``_parts``)), or None."""
     dt = out.dtype
     if transposed or dt not in FLOATS or input.ndim not in (3, 4):
@@ -357,7 +362,7 @@ def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
     if any(t.dtype != dt or not t.is_contiguous() for t in ts) or weight.ndim != input.ndim \
             or out.ndim != input.ndim or (bias is not None and bias.ndim != 1):
         return None
-    stride, padding, dilation = _ints(stride, k), _ints(padding, k), _ints(dilation, k)
+    stride, padding, dilation = int_list(stride, k), int_list(padding, k), int_list(dilation, k)
     if stride is None or padding is None or dilation is None or isinstance(groups, bool) \
             or not isinstance(groups, int) or groups < 1 or min(stride) < 1 \
             or min(dilation) < 1 or min(padding) < 0:
@@ -392,7 +397,7 @@ def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
     parts = []
     for k in range(n):
         w = list(words)
-        w[B_SCR], w[B_SCRN] = _scratch(ctx, nelem * dt.itemsize, k) if nelem else (0, 0)
+        w[B_SCR], w[B_SCRN] = conv_scratch(ctx, nelem * dt.itemsize, k) if nelem else (0, 0)
         w[B_SCRN] //= dt.itemsize
         parts.append(w)
     return parts[0], parts if n > 1 else [], rows
@@ -438,7 +443,7 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
     bounds the compiled clamp takes (``elementwise.bounds_ok``), ("relu",) or None. The
     per-channel constants are read here, so the bias and the batch norm's tensors must be
     constants. The values are bit for bit the unfused ones: the same
-    float operations on each element, in the same order (``_epilogue``). With
+    float operations on each element, in the same order (``channel_epilogue``). With
     ``conv_out`` (when ``out`` overlaps the input or the weight, which are read while
     results are written), the kernel writes there and then moves the result to ``out``.
     None if not fusable."""
@@ -452,7 +457,7 @@ def bind_fused(ctx, conv, bn, act, out, conv_out=None):
         return None
     dt, O = out.dtype, weight.shape[0]
     # per channel: conv bias, batch norm mean, invstd, weight, bias, clamp lo, hi; each
-    # part not fused holds its exact identity (see _epilogue)
+    # part not fused holds its exact identity (see channel_epilogue)
     ep = np.empty((7, O), dt)
     ep[:] = np.array([-0.0, 0.0, 1.0, 1.0, -0.0, -np.inf, np.inf], dt)[:, None]
     flags = 0

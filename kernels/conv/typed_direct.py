@@ -16,7 +16,7 @@ EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8
 
 
 @njit
-def _epilogue(of, base, L, oc, O, ep, flags):
+def channel_epilogue(of, base, L, oc, O, ep, flags):
     """What the fused instructions would do to output channel ``oc``'s ``L`` values at
     ``of[base:]``, in one pass, in their order and types: the conv's bias, batch norm as
     ``_native_batch_norm_legit_no_training`` computes it ((x - mean) * invstd * weight +
@@ -55,7 +55,7 @@ def _pad_plane(dst, xp, xb, H, W, ph, pw):
 
 
 @njit
-def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero,
+def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero,
             item, ep, flags, p0, p1):
     """One input channel per group: every output row is a sum over the kernel taps of
     strided input rows, read from a zero-padded copy of the plane when there is padding,
@@ -82,12 +82,12 @@ def _direct(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, 
         _direct_plane(src, sb, wf, oc * KH * KW, of, ob, tmp, W + 2 * pw, KH, KW, sh, sw,
                       dh, dw, OH, OW)
         if flags:
-            _epilogue(of, ob, OH * OW, oc, O, ep, flags)
+            channel_epilogue(of, ob, OH * OW, oc, O, ep, flags)
 
 
 @njit
 def _direct_plane(src, sb, wf, wb, of, ob, tmp, Wp, KH, KW, sh, sw, dh, dw, OH, OW):
-    """One output plane of ``_direct`` (at ``of[ob:]``, zeroed) from its input plane at
+    """One output plane of ``direct_conv`` (at ``of[ob:]``, zeroed) from its input plane at
     ``src[sb:]`` (``Wp`` wide) and its taps at ``wf[wb:]``."""
     if KH == 3 and KW == 3 and sh == 1 and sw == 1 and OW >= 32:
         # stride 1, rows long enough to vectorize: straight into the out, row by row

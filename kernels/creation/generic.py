@@ -12,8 +12,8 @@ import numpy as np
 
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.shape.generic import _ints, _ok, _pattern
-from pyruntime.kernels.fast.move_copy import _fill
+from pyruntime.kernels.shape.generic import ints, ok, fill_pattern
+from pyruntime.kernels.fast.move_copy import fill
 from pyruntime.kernels.fast.nb import (OK, bf16_to_f64, bits_to_f64, desc, elem_size, f64_to_bf16,
                              f64_to_half, half_to_f64, lazy, resize_like, resize_to, store_f64,
                              store_i64)
@@ -79,7 +79,7 @@ def create_kernel(block):
         if st != OK:
             return st
         if op == C_FILL:
-            _fill(o[0], elem_size(o[1]), o[3], block[3], 1)
+            fill(o[0], elem_size(o[1]), o[3], block[3], 1)
         return OK
     n = block[3]
     st = resize_to(o, carray(block, 4)[3:], 1)
@@ -102,10 +102,10 @@ def create_kernel(block):
 
 
 def _bind_fill(ctx, op, out, pattern, size=None, like=None):
-    if not _ok(out):
+    if not ok(out):
         return None
     if like is None:
-        if not _ints(size, 0, 1 << 50) or len(size) != out.ndim:
+        if not ints(size, 0, 1 << 50) or len(size) != out.ndim:
             return None
         tail = [len(size)] + list(size)
     else:
@@ -125,20 +125,20 @@ def _full_pattern(value, dt):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         v = np.full((), np.asarray(value), compute_dtype(dt))
-    return _pattern(v, dt)
+    return fill_pattern(v, dt)
 
 
 @register_fast("aten::full.out")
 def bind_full(ctx, size, fill_value, out):
-    if not _scalar(fill_value) or not _ok(out):
+    if not _scalar(fill_value) or not ok(out):
         return None
     return _bind_fill(ctx, C_FILL, out, _full_pattern(fill_value, out.dtype), size)
 
 
 @register_fast("aten::ones.out")
 def bind_ones(ctx, size, out):
-    return _bind_fill(ctx, C_FILL, out, _pattern(np.ones((), out.dtype), out.dtype), size) \
-        if _ok(out) else None
+    return _bind_fill(ctx, C_FILL, out, fill_pattern(np.ones((), out.dtype), out.dtype), size) \
+        if ok(out) else None
 
 
 @register_fast("aten::zeros.out")
@@ -161,26 +161,26 @@ def bind_empty_dim_order(ctx, size, dim_order, out):
 
 @register_fast("aten::full_like.out", fallback=True)
 def bind_full_like_any(ctx, self, fill_value, memory_format, out):
-    if not _scalar(fill_value) or not _ok(out):
+    if not _scalar(fill_value) or not ok(out):
         return None
     return _bind_fill(ctx, C_FILL, out, _full_pattern(fill_value, out.dtype), like=self)
 
 
 @register_fast("aten::scalar_tensor.out", fallback=True)
 def bind_scalar_tensor_any(ctx, s, out):
-    if not _scalar(s) or not _ok(out) or out.ndim != 0:
+    if not _scalar(s) or not ok(out) or out.ndim != 0:
         return None
-    return _bind_fill(ctx, C_FILL, out, _pattern(np.asarray(s), out.dtype), [])
+    return _bind_fill(ctx, C_FILL, out, fill_pattern(np.asarray(s), out.dtype), [])
 
 
 def _bind_range(ctx, op, out, n, kind, words):
-    if not _ok(out) or out.ndim != 1 or not 0 <= n <= (1 << 50):
+    if not ok(out) or out.ndim != 1 or not 0 <= n <= (1 << 50):
         return None
     return ctx.bind(lazy(create_kernel), [op, ctx.desc(out), 0, n, kind] + words)
 
 
 def _bind_arange(ctx, start, end, step, out):
-    if not all(_scalar(v) for v in (start, end, step)) or not _ok(out):
+    if not all(_scalar(v) for v in (start, end, step)) or not ok(out):
         return None
     # as the reference (and ATen): start + i * step in the accumulate type; the length from
     # the double values, except that an int64 out sizes from the truncated ones
@@ -197,7 +197,7 @@ def _bind_arange(ctx, start, end, step, out):
     except (OverflowError, ValueError):
         return None
     if integral:
-        if not _ints(xs[:1] + xs[2:], -(1 << 63), (1 << 63) - 1):
+        if not ints(xs[:1] + xs[2:], -(1 << 63), (1 << 63) - 1):
             return None
         return _bind_range(ctx, C_ARANGE, out, n, A_INT, [xs[0], xs[2]])
     kind = A_F64 if dt.itemsize >= 4 else A_F32
@@ -235,12 +235,12 @@ def _linspace_words(ctx, start, end, steps, dt):
 
 def _tiny_range(ctx, out, steps, value):
     """0 or 1 steps: np.full(steps, value, float64) cast to out's dtype."""
-    return _bind_fill(ctx, C_FILL, out, _pattern(np.float64(value), out.dtype), [steps])
+    return _bind_fill(ctx, C_FILL, out, fill_pattern(np.float64(value), out.dtype), [steps])
 
 
 @register_fast("aten::linspace.out")
 def bind_linspace(ctx, start, end, steps, out):
-    if not (_scalar(start) and _scalar(end) and _ints([steps], 0, 1 << 50)) or not _ok(out):
+    if not (_scalar(start) and _scalar(end) and ints([steps], 0, 1 << 50)) or not ok(out):
         return None
     dt = out.dtype
     try:
@@ -255,8 +255,8 @@ def bind_linspace(ctx, start, end, steps, out):
 
 @register_fast("aten::logspace.out")
 def bind_logspace(ctx, start, end, steps, base, out):
-    if not (_scalar(start) and _scalar(end) and _scalar(base) and _ints([steps], 0, 1 << 50)) \
-            or not _ok(out):
+    if not (_scalar(start) and _scalar(end) and _scalar(base) and ints([steps], 0, 1 << 50)) \
+            or not ok(out):
         return None
     if steps <= 1:
         with np.errstate(all="ignore"):  # as the reference: an array power

@@ -10,10 +10,10 @@ import numpy as np
 
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.index_io import ALL, F64, FLOATS, _move, _round_to
-from pyruntime.kernels.fast.nb import (OK, ST_F16, ST_F32, ST_F64, bits_to_f64, desc, lazy, load_f64,
-                             offset_of, ptr_like, resize_like, resize_to, scratch, store_f64,
-                             store_i64)
+from pyruntime.kernels.fast.index_io import ALL, F64, FLOATS, move
+from pyruntime.kernels.fast.nb import (OK, ST_F16, ST_F32, ST_F64, bits_to_f64, desc, lazy,
+                                       load_f64, offset_of, ptr_like, resize_like, resize_to,
+                                       round_to, scratch, store_f64, store_i64)
 
 
 # ---- random: rand, randn, native_dropout --------------------------------------------
@@ -84,13 +84,13 @@ def _random(op, o, a, m, s, block):
         io = i if same != 0 else offset_of(o, i)
         im = i if same != 0 else offset_of(m, i)
         if mode == 0:
-            _move(a[0], a[1], ia, o[0], o[1], io)
+            move(a[0], a[1], ia, o[0], o[1], io)
             store_i64(m[0], m[1], im, 1)
         else:
             z += GOLDEN
             keep = _unit(_mix(z), 53) < keep_p
             v = load_f64(a[0], a[1], ia) * (1.0 if keep else 0.0) * scale
-            store_f64(o[0], o[1], io, _round_to(ST_F32 if mode == 1 else ST_F64, v))
+            store_f64(o[0], o[1], io, round_to(v, ST_F32 if mode == 1 else ST_F64))
             store_i64(m[0], m[1], im, np.int64(keep))
     s[0] = z
     return OK

@@ -108,14 +108,20 @@ def full_like_out(self, fill_value, memory_format, out):
     out.write(np.full(self.shape, np.asarray(fill_value), compute_dtype(out.dtype)))
 
 
-@register("aten::zeros.out")
-def zeros_out(size, out):
-    out.write(np.zeros(_size("zeros.out", size), out.dtype))
+def sized(name: str, make):
+    """Registers ``aten::<name>.out(size, out)``, writing ``make(size, out.dtype)`` to ``out``."""
+    op = f"{name}.out"
+
+    @register(f"aten::{op}")
+    def kernel(size, out):
+        out.write(make(_size(op, size), out.dtype))
+
+    kernel.__name__ = f"{name}_out"
+    return kernel
 
 
-@register("aten::ones.out")
-def ones_out(size, out):
-    out.write(np.ones(_size("ones.out", size), out.dtype))
+sized("zeros", np.zeros)
+sized("ones", np.ones)
 
 
 @register("aten::scalar_tensor.out")
@@ -125,14 +131,9 @@ def scalar_tensor_out(s, out):
 
 # ---- random ---------------------------------------------------------------------------
 
-@register("aten::rand.out")
-def rand_out(size, out):
-    out.write(_rng.random(_size("rand.out", size), np.float32))
-
-
-@register("aten::randn.out")
-def randn_out(size, out):
-    out.write(_rng.standard_normal(_size("randn.out", size), np.float32))
+# float32 draws (out casts them), from the generator ``seed`` last set
+sized("rand", lambda shape, _dt: _rng.random(shape, np.float32))
+sized("randn", lambda shape, _dt: _rng.standard_normal(shape, np.float32))
 
 
 @register("aten::native_dropout.out")

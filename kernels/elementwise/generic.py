@@ -33,13 +33,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.elementwise.generic_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH, STR, VD,
-                                          WORDS, _gather, _round_chunk, _scatter, _stack, _words,
-                                          _wrap_chunk)
-from pyruntime.kernels.elementwise.generic_math import _cf1, _cf2, _cf3, _ci1, _ci2, _ci3
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, ST_F32, bits_to_f64, desc, elem_size,
-                             is_float_st, load_f64, load_i64, ptr_like, resize_to)
+from pyruntime.kernels.elementwise.generic_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH,
+                                                      STR, VD, WORDS, fix_chunk, gather_chunk,
+                                                      round_chunk, scatter_chunk, stack_words,
+                                                      words_at, wrap_chunk)
+from pyruntime.kernels.elementwise.generic_math import cf1, cf2, ci1, ci2, ternary_rows
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, ST_F32, bits_to_f64, desc,
+                                       elem_size, is_float_st, load_f64, load_i64, ptr_like,
+                                       resize_to)
 
 
 # ---- run-time preparation of special operands ---------------------------------------------
@@ -47,7 +51,7 @@ from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, ST_F32, bi
 @njit(inline="always")
 def _glu_views(s, dim, w, base):
     """Two views of ``s`` (first and second half along ``dim``) as descriptors in ``w``."""
-    n = s[8 + dim]
+    n = s[D_SIZES + dim]
     if n % 2 != 0:
         return INVALID_ARGUMENT
     h = n // 2
@@ -56,7 +60,7 @@ def _glu_views(s, dim, w, base):
         w[VD + 64 + i] = s[i]
     w[VD + 8 + dim] = h
     w[VD + 64 + 8 + dim] = h
-    w[VD + 64] = s[0] + h * s[24 + dim] * elem_size(s[1])
+    w[VD + 64] = s[0] + h * s[D_STRIDES + dim] * elem_size(s[1])
     return OK
 
 
@@ -77,11 +81,25 @@ def _check_fill(v, block):
     return OK
 
 
+@njit(inline="always")
+def gather_inputs(base, m, nin, skip, addrs, sts, strides, block, w, nseg, filled):
+    """The chunk's ``nin`` inputs into their buffers (typed like ``m``), each cast as its
+    block word 8 + k says; input 0 not at all where ``skip``'s bit 0 is set."""
+    for k in range(nin):
+        if k == 0 and skip & 1 != 0:
+            continue
+        buf = ptr_like(base + (BUF + k * CH) * 8, m)
+        # its segment-table column: int64 k, so that one gather_chunk compiles per buffer type
+        gather_chunk(buf, addrs[k], sts[k], w, 2 + k, nseg, strides[k])
+        if block[8 + k] >= 0:
+            fix_chunk(buf, filled, block[8 + k])
+
+
 # ---- the kernel ----------------------------------------------------------------------------
 
 def anyelem_kernel(block):
-    base = _stack(np.int64(0))
-    w = _words(base, WORDS)
+    base = stack_words(np.int64(0))
+    w = words_at(base, WORDS)
     op = block[0]
     fpath = block[1] != 0
     ct = block[2]
@@ -113,11 +131,10 @@ def anyelem_kernel(block):
         if nk > nd:
             return INVALID_ARGUMENT
         for i in range(nd - nk, nd):
-            sz = d[8 + i - (nd - nk)]
-            if sz != 1:
-                if w[SH + i] != 1 and w[SH + i] != sz:
-                    return INVALID_ARGUMENT
-                w[SH + i] = sz
+            sz = bcast_size(w[SH + i], d[D_SIZES + i - (nd - nk)])
+            if sz < 0:
+                return INVALID_ARGUMENT
+            w[SH + i] = sz
     st = resize_to(o, w, nd)
     if st != OK:
         return st
@@ -125,14 +142,12 @@ def anyelem_kernel(block):
     if total == 0:
         return OK
     for i in range(nd):
-        w[STR + i] = o[24 + i] if w[SH + i] != 1 else 0
+        w[STR + i] = o[D_STRIDES + i] if w[SH + i] != 1 else 0
     for k in range(nin):
         d = desc(a0 if k == 0 else (a1 if k == 1 else block[7]))
-        nk = d[2]
         c = STR + 16 * (k + 1)
         for i in range(nd):
-            ik = i - (nd - nk)
-            w[c + i] = d[24 + ik] if ik >= 0 and d[8 + ik] != 1 else 0
+            w[c + i] = bcast_dim(d, i, nd)[1]
     # drop size-1 dims, merge dims that are contiguous for every operand
     m = 0
     for i in range(nd):
@@ -175,10 +190,9 @@ def anyelem_kernel(block):
     if nin > 2:
         d2 = desc(block[7])
         addr2, st2 = d2[0], d2[1]
+    addrs, sts, strides = (addr0, addr1, addr2), (st0, st1, st2), (s0, s1, s2)
     skip = block[11]
     c32 = fpath and ct == ST_F32
-    # segment-table columns of the inputs, typed int64 (literals would compile three gathers)
-    col0, col1, col2 = np.int64(2), np.int64(3), np.int64(4)
     fx = ptr_like(base + BUF * 8, np.float64(0))
     fy = ptr_like(base + (BUF + CH) * 8, np.float64(0))
     fz = ptr_like(base + (BUF + 2 * CH) * 8, np.float64(0))
@@ -225,50 +239,30 @@ def anyelem_kernel(block):
                     b2 -= w[STR + 48 + i] * w[SH + i]
                     w[CNT + i] = 0
         if fpath:
-            if skip & 1 == 0:
-                _gather(fx, addr0, st0, w, col0, nseg, s0)
-                if block[8] >= 0:
-                    _round_chunk(fx, filled, block[8])
-            if nin > 1:
-                _gather(fy, addr1, st1, w, col1, nseg, s1)
-                if block[9] >= 0:
-                    _round_chunk(fy, filled, block[9])
-            if nin > 2:
-                _gather(fz, addr2, st2, w, col2, nseg, s2)
-                if block[10] >= 0:
-                    _round_chunk(fz, filled, block[10])
+            gather_inputs(base, np.float64(0), nin, skip, addrs, sts, strides, block, w, nseg,
+                          filled)
             if nin == 1:
-                _cf1(op, fx, fr, filled, fp0, fp1, fp2, c32)
+                cf1(op, fx, fr, filled, fp0, fp1, fp2, c32)
             elif nin == 2:
-                _cf2(op, fx, fy, fr, filled, fp0, c32)
+                cf2(op, fx, fy, fr, filled, fp0, c32)
             else:
-                _cf3(op, fx, fy, fz, fr, filled)
+                ternary_rows(op, fx, fy, fz, fr, filled)
             if rdt >= 0:
-                _round_chunk(fr, filled, rdt)
-            _scatter(fr, o[0], o[1], w, nseg, so)
+                round_chunk(fr, filled, rdt)
+            scatter_chunk(fr, o[0], o[1], w, nseg, so)
         else:
-            if skip & 1 == 0:
-                _gather(ix, addr0, st0, w, col0, nseg, s0)
-                if block[8] >= 0:
-                    _wrap_chunk(ix, filled, block[8])
-            if nin > 1:
-                _gather(iy, addr1, st1, w, col1, nseg, s1)
-                if block[9] >= 0:
-                    _wrap_chunk(iy, filled, block[9])
-            if nin > 2:
-                _gather(iz, addr2, st2, w, col2, nseg, s2)
-                if block[10] >= 0:
-                    _wrap_chunk(iz, filled, block[10])
+            gather_inputs(base, np.int64(0), nin, skip, addrs, sts, strides, block, w, nseg,
+                          filled)
             if nin == 1:
-                _ci1(op, ix, ir_, filled, block[P0], block[P0 + 1], block[P0 + 2])
+                ci1(op, ix, ir_, filled, block[P0], block[P0 + 1], block[P0 + 2])
             elif nin == 2:
-                st = _ci2(op, ix, iy, ir_, filled, block[P0])
+                st = ci2(op, ix, iy, ir_, filled, block[P0])
                 if st != OK:
                     return st
             else:
-                _ci3(op, ix, iy, iz, ir_, filled)
+                ternary_rows(op, ix, iy, iz, ir_, filled)
             if rdt >= 0:
-                _wrap_chunk(ir_, filled, rdt)
-            _scatter(ir_, o[0], o[1], w, nseg, so)
+                wrap_chunk(ir_, filled, rdt)
+            scatter_chunk(ir_, o[0], o[1], w, nseg, so)
         done += filled
     return OK

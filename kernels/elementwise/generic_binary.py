@@ -7,13 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.kernels.elementwise.reference import BOOL, fill_value, float_result
-from pyruntime.kernels.elementwise.generic_bind import (F64, I64, _Scalar, _bind, _fast, _is_tensor, _num,
-                                            _operand, _out_ok, _register, _supported)
-from pyruntime.kernels.elementwise.generic_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
-                                          B_DIV_TRUNC, B_EQ, B_FILL_T, B_FMOD, B_GE, B_GT, B_LAND,
-                                          B_LE, B_LOR, B_LT, B_LXOR, B_MAX, B_MIN, B_MUL, B_NE,
-                                          B_OR, B_POW, B_POW_BOOL, B_REM, B_SECOND, B_SHL, B_SHR,
-                                          B_SUB, B_SUB_A, B_XOR, T_CLAMP, T_WHERE)
+from pyruntime.kernels.elementwise.generic_bind import (F64, I64, anyelem_binder, bind_anyelem,
+                                                        is_tensor, num, out_ok, register, Scalar,
+                                                        scalar_operand, supported)
+from pyruntime.kernels.elementwise.generic_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV,
+                                                      B_DIV_FLOOR, B_DIV_TRUNC, B_EQ, B_FILL_T,
+                                                      B_FMOD, B_GE, B_GT, B_LAND, B_LE, B_LOR, B_LT,
+                                                      B_LXOR, B_MAX, B_MIN, B_MUL, B_NE, B_OR,
+                                                      B_POW, B_POW_BOOL, B_REM, B_SECOND, B_SHL,
+                                                      B_SHR, B_SUB, B_SUB_A, B_XOR, T_CLAMP,
+                                                      T_WHERE)
 from pyruntime.kernels.promote import category, compute_dtype, result_type
 
 
@@ -21,11 +24,11 @@ from pyruntime.kernels.promote import category, compute_dtype, result_type
 
 def _binary(ctx, op, a, b, out, dt, ct=None, fpath=None, params=()):
     ct = compute_dtype(dt) if ct is None else ct
-    if not _out_ok(dt, out, *(x for x in (a, b) if _is_tensor(x))) \
-            or not (_is_tensor(a) or _is_tensor(b)):
+    if not out_ok(dt, out, *(x for x in (a, b) if is_tensor(x))) \
+            or not (is_tensor(a) or is_tensor(b)):
         return None
-    return _bind(ctx, op, out, [_operand(a, ct), _operand(b, ct)], dt, fpath=fpath, ct=ct,
-                 params=params)
+    ins = [scalar_operand(a, ct), scalar_operand(b, ct)]
+    return bind_anyelem(ctx, op, out, ins, dt, fpath=fpath, ct=ct, params=params)
 
 
 def _kind_dtype(kind, rt):
@@ -64,7 +67,7 @@ _SIMPLE = [
 
 
 for _names, _op, _kind in _SIMPLE:
-    _register([f"aten::{n}" for n in _names], _simple_binder(_op, _kind))
+    register([f"aten::{n}" for n in _names], _simple_binder(_op, _kind))
 
 
 def _is_bool(x):
@@ -80,7 +83,7 @@ def _add_like(ctx, a, b, alpha, out, subtract):
     ct = compute_dtype(dt)
     if alpha != 1:
         op = B_SUB_A if subtract else B_ADD_A
-        return _binary(ctx, op, a, b, out, dt, params=(_num(alpha, ct),))
+        return _binary(ctx, op, a, b, out, dt, params=(num(alpha, ct),))
     return _binary(ctx, B_SUB if subtract else B_ADD, a, b, out, dt)
 
 
@@ -96,9 +99,9 @@ def bind_rsub(ctx, self, other, alpha, out):
     return _add_like(ctx, other, self, alpha, out, True)
 
 
-_register(["aten::add.out", "aten::add.Scalar_out"], bind_add)
-_register(["aten::sub.out", "aten::sub.Scalar_out"], bind_sub)
-_register(["aten::rsub.Scalar_out"], bind_rsub)
+register(["aten::add.out", "aten::add.Scalar_out"], bind_add)
+register(["aten::sub.out", "aten::sub.Scalar_out"], bind_sub)
+register(["aten::rsub.Scalar_out"], bind_rsub)
 
 
 def bind_div_mode(ctx, self, other, rounding_mode, out):
@@ -111,7 +114,7 @@ def bind_div_mode(ctx, self, other, rounding_mode, out):
     return None if dt is None else _binary(ctx, op, self, other, out, dt)
 
 
-_register(["aten::div.out_mode", "aten::div.Scalar_mode_out"], bind_div_mode)
+register(["aten::div.out_mode", "aten::div.Scalar_mode_out"], bind_div_mode)
 
 
 def _bind_pow(ctx, base, exponent, out, bool_exponent_scalar=False):
@@ -123,19 +126,19 @@ def _bind_pow(ctx, base, exponent, out, bool_exponent_scalar=False):
     return _binary(ctx, B_POW, base, exponent, out, dt)
 
 
-@_fast("aten::pow.Tensor_Tensor_out")
+@anyelem_binder("aten::pow.Tensor_Tensor_out")
 def bind_pow_tt(ctx, self, exponent, out):
     return _bind_pow(ctx, self, exponent, out)
 
 
-@_fast("aten::pow.Tensor_Scalar_out")
+@anyelem_binder("aten::pow.Tensor_Scalar_out")
 def bind_pow_ts(ctx, self, exponent, out):
     if category(self.dtype) < 2 and not isinstance(exponent, (float, bool)) and exponent < 0:
         return None
     return _bind_pow(ctx, self, exponent, out, bool_exponent_scalar=True)
 
 
-@_fast("aten::pow.Scalar_out")
+@anyelem_binder("aten::pow.Scalar_out")
 def bind_pow_s(ctx, self, exponent, out):
     return _bind_pow(ctx, self, exponent, out)
 
@@ -149,7 +152,7 @@ def _comparison_binder(op):
 
 for _n, _op in (("eq", B_EQ), ("ne", B_NE), ("lt", B_LT), ("le", B_LE), ("gt", B_GT),
                 ("ge", B_GE)):
-    _register([f"aten::{_n}.Tensor_out", f"aten::{_n}.Scalar_out"], _comparison_binder(_op))
+    register([f"aten::{_n}.Tensor_out", f"aten::{_n}.Scalar_out"], _comparison_binder(_op))
 
 
 def _logical_binder(op):
@@ -159,53 +162,53 @@ def _logical_binder(op):
 
 
 for _n, _op in (("logical_and", B_LAND), ("logical_or", B_LOR), ("logical_xor", B_LXOR)):
-    _register(f"aten::{_n}.out", _logical_binder(_op))
+    register(f"aten::{_n}.out", _logical_binder(_op))
 
 
 # ---- selection, clamp with tensor bounds, fills ---------------------------------------------
 
-@_fast("aten::where.self_out")
+@anyelem_binder("aten::where.self_out")
 def bind_where(ctx, condition, self, other, out):
     if condition.dtype not in (BOOL, np.dtype(np.uint8)):
         return None
     dt = result_type(self, other)
-    if not _out_ok(dt, out, condition, self, other):
+    if not out_ok(dt, out, condition, self, other):
         return None
-    return _bind(ctx, T_WHERE, out, [condition, self, other], dt, casts=(-1, None, None))
+    return bind_anyelem(ctx, T_WHERE, out, [condition, self, other], dt, casts=(-1, None, None))
 
 
-@_fast("aten::masked_fill.Scalar_out")
+@anyelem_binder("aten::masked_fill.Scalar_out")
 def bind_masked_fill(ctx, self, mask, value, out):
     dt = self.dtype
-    if mask.dtype != BOOL or not _out_ok(dt, out, self, mask):
+    if mask.dtype != BOOL or not out_ok(dt, out, self, mask):
         return None
     try:
         v = fill_value("aten::masked_fill.Scalar_out", "value", value, dt)
     except Exception:  # noqa: BLE001 - the reference raises: let it
         return None
     v = float(v) if category(dt) == 2 else int(v)
-    return _bind(ctx, T_WHERE, out, [mask, _Scalar(v), self], dt, casts=(-1, -1, None))
+    return bind_anyelem(ctx, T_WHERE, out, [mask, Scalar(v), self], dt, casts=(-1, -1, None))
 
 
-@_fast("aten::clamp.Tensor_out")
+@anyelem_binder("aten::clamp.Tensor_out")
 def bind_clamp_tensor(ctx, self, min, max, out):  # noqa: A002 - schema names
     if min is None and max is None:
         return None
     dt = result_type(self, min, max)
     if dt == BOOL and min is not None and max is not None:
         return None
-    if not _out_ok(dt, out, self, min, max):
+    if not out_ok(dt, out, self, min, max):
         return None
     if min is not None and max is not None:
-        return _bind(ctx, T_CLAMP, out, [self, min, max], dt)
-    return _bind(ctx, B_MAX if max is None else B_MIN, out,
+        return bind_anyelem(ctx, T_CLAMP, out, [self, min, max], dt)
+    return bind_anyelem(ctx, B_MAX if max is None else B_MIN, out,
                  [self, min if max is None else max], dt)
 
 
-@_fast("aten::fill.Scalar_out")
+@anyelem_binder("aten::fill.Scalar_out")
 def bind_fill_scalar(ctx, self, value, out):
     dt = self.dtype
-    if not _supported(self, out) or out.ndim != self.ndim:  # out.write casts: no canCast
+    if not supported(self, out) or out.ndim != self.ndim:  # out.write casts: no canCast
         return None
     try:
         v = fill_value("aten::fill.Scalar_out", "value", value, dt)
@@ -213,14 +216,14 @@ def bind_fill_scalar(ctx, self, value, out):
         return None
     fpath = category(dt) == 2
     v = float(v) if fpath else int(v)
-    return _bind(ctx, B_SECOND, out, [self, _Scalar(v)], dt, fpath=fpath, ct=dt,
+    return bind_anyelem(ctx, B_SECOND, out, [self, Scalar(v)], dt, fpath=fpath, ct=dt,
                  casts=(-1, -1, None), skip=1)
 
 
-@_fast("aten::fill.Tensor_out")
+@anyelem_binder("aten::fill.Tensor_out")
 def bind_fill_tensor(ctx, self, value, out):
     dt = self.dtype
-    if value.ndim != 0 or not _supported(self, value, out) or out.ndim != self.ndim:
+    if value.ndim != 0 or not supported(self, value, out) or out.ndim != self.ndim:
         return None
     params = ()
     fpath = category(dt) == 2 or dt == BOOL  # bool: value != 0, whatever value's dtype
@@ -228,5 +231,5 @@ def bind_fill_tensor(ctx, self, value, out):
         info = np.iinfo(dt)
         hi = float(np.nextafter(2.0 ** 63, 0)) if dt == I64 else float(info.max)
         params = (int(info.min), int(info.max), float(info.min), hi, 1)
-    return _bind(ctx, B_FILL_T, out, [self, value], dt, fpath=fpath, ct=dt,
+    return bind_anyelem(ctx, B_FILL_T, out, [self, value], dt, fpath=fpath, ct=dt,
                  casts=(-1, -1, None), skip=1, params=params)

@@ -27,7 +27,7 @@ _CODES = {np.dtype(n): int(from_numpy_dtype(np.dtype(n))) for n in (
 _CODES[np.dtype(__import__("ml_dtypes").bfloat16)] = ST_BF16
 
 
-class _Scalar:
+class Scalar:
     """A Python-scalar operand, already cast to the compute dtype."""
 
     def __init__(self, value):
@@ -40,17 +40,17 @@ def _code(dt):
     return _CODES[np.dtype(dt)]
 
 
-def _is_tensor(x):
+def is_tensor(x):
     return hasattr(x, "dim_order")
 
 
-def _supported(*xs):
-    return all(x.dtype in _CODES for x in xs if _is_tensor(x))
+def supported(*xs):
+    return all(x.dtype in _CODES for x in xs if is_tensor(x))
 
 
-def _out_ok(dt, out, *tensors):
+def out_ok(dt, out, *tensors):
     """torch's canCast into ``out``, and ``out``'s rank = the broadcast rank."""
-    if category(dt) > category(out.dtype) or not _supported(out, *tensors):
+    if category(dt) > category(out.dtype) or not supported(out, *tensors):
         return False
     try:
         shape = np.broadcast_shapes(*(t.shape for t in tensors if t is not None))
@@ -78,8 +78,9 @@ def _scalar_desc(ctx, value, fpath):
     return addr
 
 
-def _bind(ctx, op, out, ins, dt, fpath=None, ct=None, params=(), casts=None, skip=0, extra=0):
-    """Block for ``anyelem_kernel``: ``ins`` are ETensors or ``_Scalar``s (None: virtual)."""
+def bind_anyelem(ctx, op, out, ins, dt, fpath=None, ct=None, params=(), casts=None, skip=0,
+                 extra=0):
+    """Block for ``anyelem_kernel``: ``ins`` are ETensors or ``Scalar``s (None: virtual)."""
     ct = compute_dtype(dt) if ct is None else np.dtype(ct)
     if fpath is None:
         fpath = category(ct) == 2
@@ -87,7 +88,7 @@ def _bind(ctx, op, out, ins, dt, fpath=None, ct=None, params=(), casts=None, ski
     descs, codes = [], []
     for k in range(3):
         x = ins[k] if k < len(ins) else None
-        if isinstance(x, _Scalar):
+        if isinstance(x, Scalar):
             descs.append(_scalar_desc(ctx, x.value, fpath))
             codes.append(-1)
         elif x is None:
@@ -103,15 +104,15 @@ def _bind(ctx, op, out, ins, dt, fpath=None, ct=None, params=(), casts=None, ski
     return ctx.bind(lazy(anyelem_kernel), words + descs + codes + [skip] + params + [extra])
 
 
-def _operand(x, ct):
+def scalar_operand(x, ct):
     """A tensor as is; a Python scalar cast to ``ct`` the way the reference casts it."""
-    if _is_tensor(x):
+    if is_tensor(x):
         return x
     v = cast(x, ct)
-    return _Scalar(float(v) if category(ct) == 2 else int(v))
+    return Scalar(float(v) if category(ct) == 2 else int(v))
 
 
-def _num(v, ct):
+def num(v, ct):
     """A bound/parameter as the reference casts it to ``ct`` (float or int)."""
     v = cast(v, ct)
     return float(v) if category(ct) == 2 else int(v)
@@ -125,7 +126,7 @@ SPECIALIZED = {f"aten::{n}" for n in (
     "le.Scalar_out gt.Scalar_out ge.Scalar_out").split()}
 
 
-def _register(names, fn):
+def register(names, fn):
     """Register ``fn`` under ``names``; it never raises (a failure to bind is a decline)."""
     def binder(ctx, *values):
         try:
@@ -139,5 +140,5 @@ def _register(names, fn):
     return fn
 
 
-def _fast(*names):
-    return lambda fn: _register(names, fn)
+def anyelem_binder(*names):
+    return lambda fn: register(names, fn)

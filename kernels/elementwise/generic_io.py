@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from pyruntime.kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
-from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_I8, ST_I16, ST_I32, ST_U8,
-                             bf16_to_f64, bits_to_f64, f64_to_bf16, f64_to_bits, f64_to_half,
-                             half_to_f64, ptr_like)
+from pyruntime.kernels.fast.deferred import carray, cgutils, intrinsic, njit, overload, types
+from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_I16, ST_I32, ST_I8,
+                                       ST_U8, bits_to_f64, f64_to_bits, ptr_like, round_to)
 from pyruntime.kernels.fast.runs import load_run, narrow_c, store_run
 
 
-_nj = njit(error_model="numpy")  # x / 0 gives inf/nan: nothing may raise in a kernel
+nj = njit(error_model="numpy")  # x / 0 gives inf/nan: nothing may raise in a kernel
 
 # ---- op codes: unary < 64 <= binary < 128 <= ternary ------------------------------------
 (U_COPY, U_ABS, U_NEG, U_RELU, U_SIGN, U_ACOS, U_ACOSH, U_ASIN, U_ASINH, U_ATAN, U_ATANH,
@@ -42,7 +41,7 @@ WORDS = BUF + 4 * CH
 
 
 @intrinsic
-def _stack(typingctx, marker):
+def stack_words(typingctx, marker):
     """Address of ``WORDS`` int64 words in the caller's stack frame (entry-block alloca)."""
     sig = types.int64(marker)
 
@@ -55,20 +54,8 @@ def _stack(typingctx, marker):
 
 
 @njit(inline="always")
-def _words(addr, n):
+def words_at(addr, n):
     return carray(ptr_like(addr, np.int64(0)), n)
-
-
-@njit(inline="always")
-def round_to(v, st):
-    """float64 ``v`` rounded to floating dtype ``st`` (kept as float64)."""
-    if st == ST_F32:
-        return np.float64(np.float32(v))
-    if st == ST_F16:
-        return half_to_f64(f64_to_half(v))
-    if st == ST_BF16:
-        return bf16_to_f64(f64_to_bf16(v))
-    return v
 
 
 @njit(inline="always")
@@ -88,7 +75,7 @@ def wrap_to(v, st):
 
 
 @njit(inline="always")
-def _vsincos(x, want_cos):
+def vsincos(x, want_cos):
     n = np.rint(min(max(x, -1e6), 1e6) * 6.36619772367581382433e-01) if x == x else 0.0
     r = ((x - n * 1.57079632673412561417e+00) - n * 6.07710050630396597660e-11) \
         - n * 2.02226624871116645580e-21
@@ -109,7 +96,7 @@ def _vsincos(x, want_cos):
 
 
 @njit(inline="always")
-def _vlog(x):
+def vlog(x):
     b = f64_to_bits(x)
     e = ((b >> 52) & 0x7FF) - 1023
     m = bits_to_f64((b & 0x000FFFFFFFFFFFFF) | 0x3FF0000000000000)
@@ -131,8 +118,8 @@ def _vlog(x):
 
 # ---- gather / scatter: the chunk's segments, a typed run each (kernels.fast.runs) ---------
 
-@_nj
-def _gather(buf, addr, st, w, col, nseg, s):
+@nj
+def gather_chunk(buf, addr, st, w, col, nseg, s):
     """Operand ``col``'s elements of the chunk into ``buf`` (float64 or int64)."""
     b = 0
     for q in range(nseg):
@@ -141,8 +128,8 @@ def _gather(buf, addr, st, w, col, nseg, s):
         b += n
 
 
-@_nj
-def _scatter(buf, addr, st, w, nseg, s):
+@nj
+def scatter_chunk(buf, addr, st, w, nseg, s):
     """``buf`` (float64 or int64) into out's elements of the chunk, as C++ casts."""
     b = 0
     for q in range(nseg):
@@ -151,8 +138,8 @@ def _scatter(buf, addr, st, w, nseg, s):
         b += n
 
 
-@_nj
-def _round_chunk(buf, m, st):
+@nj
+def round_chunk(buf, m, st):
     if st == ST_F32:
         for j in range(m):
             buf[j] = np.float64(np.float32(buf[j]))
@@ -164,7 +151,19 @@ def _round_chunk(buf, m, st):
             buf[j] = 1.0 if buf[j] != 0.0 else 0.0
 
 
-@_nj
-def _wrap_chunk(buf, m, st):
+@nj
+def wrap_chunk(buf, m, st):
     for j in range(m):
         buf[j] = wrap_to(buf[j], st)
+
+
+def fix_chunk(buf, m, st):
+    """``round_chunk`` on a float64 buffer, ``wrap_chunk`` on an int64 one (numba only)."""
+    raise NotImplementedError
+
+
+@overload(fix_chunk, inline="always")
+def _fix_chunk_ov(buf, m, st):
+    if buf.dtype == types.float64:
+        return lambda buf, m, st: round_chunk(buf, m, st)
+    return lambda buf, m, st: wrap_chunk(buf, m, st)

@@ -8,22 +8,25 @@ import math
 import numpy as np
 
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.elementwise.generic_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV, B_DIV_FLOOR,
-                                          B_DIV_TRUNC, B_EQ, B_FILL_T, B_FMOD, B_GE, B_GLU, B_GT,
-                                          B_LAND, B_LE, B_LOR, B_LT, B_LXOR, B_MAX, B_MIN, B_MUL,
-                                          B_NE, B_OR, B_POW, B_POW_BOOL, B_REM, B_SECOND, B_SHL,
-                                          B_SHR, B_SUB, B_SUB_A, B_XOR, T_WHERE, U_ABS, U_ACOS,
-                                          U_ACOSH, U_ASIN, U_ASINH, U_ATAN, U_ATANH, U_BNOT,
-                                          U_BNOT_BOOL, U_CEIL, U_CLAMP, U_COPY, U_COS, U_COSH,
-                                          U_ELU, U_ERF, U_EXP, U_EXPM1, U_FLOOR, U_GELU,
-                                          U_GELU_TANH, U_ISINF, U_ISNAN, U_LEAKY, U_LNOT, U_LOG,
-                                          U_LOG10, U_LOG1P, U_LOG2, U_LOGIT, U_NEG, U_RECIP, U_RELU,
-                                          U_ROUND, U_ROUND_DEC, U_RSQRT, U_SIGMOID, U_SIGN, U_SIN,
-                                          U_SINH, U_SQRT, U_TAN, U_TANH, U_TRUNC, U_ZERO, _nj,
-                                          _vlog, _vsincos)
+from pyruntime.kernels.elementwise.generic_io import (B_ADD, B_ADD_A, B_AND, B_ATAN2, B_DIV,
+                                                      B_DIV_FLOOR, B_DIV_TRUNC, B_EQ, B_FILL_T,
+                                                      B_FMOD, B_GE, B_GLU, B_GT, B_LAND, B_LE,
+                                                      B_LOR, B_LT, B_LXOR, B_MAX, B_MIN, B_MUL,
+                                                      B_NE, B_OR, B_POW, B_POW_BOOL, B_REM,
+                                                      B_SECOND, B_SHL, B_SHR, B_SUB, B_SUB_A, B_XOR,
+                                                      T_WHERE, U_ABS, U_ACOS, U_ACOSH, U_ASIN,
+                                                      U_ASINH, U_ATAN, U_ATANH, U_BNOT, U_BNOT_BOOL,
+                                                      U_CEIL, U_CLAMP, U_COPY, U_COS, U_COSH, U_ELU,
+                                                      U_ERF, U_EXP, U_EXPM1, U_FLOOR, U_GELU,
+                                                      U_GELU_TANH, U_ISINF, U_ISNAN, U_LEAKY,
+                                                      U_LNOT, U_LOG, U_LOG10, U_LOG1P, U_LOG2,
+                                                      U_LOGIT, U_NEG, U_RECIP, U_RELU, U_ROUND,
+                                                      U_ROUND_DEC, U_RSQRT, U_SIGMOID, U_SIGN,
+                                                      U_SIN, U_SINH, U_SQRT, U_TAN, U_TANH, U_TRUNC,
+                                                      U_ZERO, nj, vlog, vsincos)
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK
-from pyruntime.kernels.libm import (exp, expf, gelu, gelu_tanh, gelu_tanhf, geluf, log, logf, sigmoid,
-                          sigmoidf, tanh, tanhf)
+from pyruntime.kernels.libm import (exp, expf, gelu, gelu_tanh, gelu_tanhf, geluf, log, logf,
+                                    sigmoid, sigmoidf, tanh, tanhf)
 
 
 # ---- float64 compute ---------------------------------------------------------------------
@@ -102,7 +105,7 @@ def _f1(op, x, p0, p1, p2, c32):
     return 0.0
 
 
-@_nj
+@nj
 def _fixup(op, x, r, m):
     """Recompute with libm what the call-free functions leave out (NaN, inf, far arguments)."""
     if op == U_SIN or op == U_COS:
@@ -116,8 +119,8 @@ def _fixup(op, x, r, m):
                 r[j] = math.log2(v) if op == U_LOG2 else math.log10(v)
 
 
-@_nj
-def _cf1(op, x, r, m, p0, p1, p2, c32):
+@nj
+def cf1(op, x, r, m, p0, p1, p2, c32):
     # one loop per op (the op test stays out of the loop); the rest through _f1
     if op == U_EXP or op == U_TANH or op == U_LOG or op == U_SIGMOID:
         if c32:
@@ -129,11 +132,11 @@ def _cf1(op, x, r, m, p0, p1, p2, c32):
     elif c32 and (op == U_SIN or op == U_COS or op == U_LOG2 or op == U_LOG10):
         if op == U_SIN or op == U_COS:
             for j in range(m):
-                r[j] = _vsincos(x[j], op == U_COS)
+                r[j] = vsincos(x[j], op == U_COS)
         else:
             k = 1.4426950408889634 if op == U_LOG2 else 0.4342944819032518
             for j in range(m):
-                r[j] = _vlog(x[j]) * k
+                r[j] = vlog(x[j]) * k
         _fixup(op, x, r, m)
     elif op == U_COPY:
         for j in range(m):
@@ -271,8 +274,11 @@ def _f2(op, x, y, p0, c32):
     return 0.0
 
 
-@_nj
-def _cf2(op, x, y, r, m, p0, c32):
+@njit(inline="always")
+def common_rows(op, x, y, r, m):
+    """r = x op y for the ops float64 and int64 compute alike: add, sub, mul, max and min
+    (NaN propagates) and the comparisons (1 or 0 in ``r``'s type), a loop each so that it
+    vectorizes; False (nothing written) for any other op."""
     if op == B_ADD:
         for j in range(m):
             r[j] = x[j] + y[j]
@@ -282,9 +288,6 @@ def _cf2(op, x, y, r, m, p0, c32):
     elif op == B_MUL:
         for j in range(m):
             r[j] = x[j] * y[j]
-    elif op == B_DIV:
-        for j in range(m):
-            r[j] = x[j] / y[j]
     elif op == B_MAX:
         for j in range(m):
             r[j] = _mx(x[j], y[j])
@@ -293,22 +296,34 @@ def _cf2(op, x, y, r, m, p0, c32):
             r[j] = _mn(x[j], y[j])
     elif op == B_EQ:
         for j in range(m):
-            r[j] = 1.0 if x[j] == y[j] else 0.0
+            r[j] = x[j] == y[j]
     elif op == B_NE:
         for j in range(m):
-            r[j] = 1.0 if x[j] != y[j] else 0.0
+            r[j] = x[j] != y[j]
     elif op == B_LT:
         for j in range(m):
-            r[j] = 1.0 if x[j] < y[j] else 0.0
+            r[j] = x[j] < y[j]
     elif op == B_LE:
         for j in range(m):
-            r[j] = 1.0 if x[j] <= y[j] else 0.0
+            r[j] = x[j] <= y[j]
     elif op == B_GT:
         for j in range(m):
-            r[j] = 1.0 if x[j] > y[j] else 0.0
+            r[j] = x[j] > y[j]
     elif op == B_GE:
         for j in range(m):
-            r[j] = 1.0 if x[j] >= y[j] else 0.0
+            r[j] = x[j] >= y[j]
+    else:
+        return False
+    return True
+
+
+@nj
+def cf2(op, x, y, r, m, p0, c32):
+    if common_rows(op, x, y, r, m):
+        return
+    if op == B_DIV:
+        for j in range(m):
+            r[j] = x[j] / y[j]
     elif op == B_SECOND or op == B_FILL_T:
         for j in range(m):
             r[j] = y[j]
@@ -317,11 +332,12 @@ def _cf2(op, x, y, r, m, p0, c32):
             r[j] = _f2(op, x[j], y[j], p0, c32)
 
 
-@_nj
-def _cf3(op, x, y, z, r, m):
+@nj
+def ternary_rows(op, x, y, z, r, m):
+    """where(x, y, z) or clamp(x, y, z) on float64 or int64 rows (a float NaN propagates)."""
     if op == T_WHERE:
         for j in range(m):
-            r[j] = y[j] if x[j] != 0.0 else z[j]
+            r[j] = y[j] if x[j] != 0 else z[j]
     else:
         for j in range(m):
             r[j] = _mn(_mx(x[j], y[j]), z[j])
@@ -437,8 +453,8 @@ def _i2(op, x, y, alpha):
     return y  # B_SECOND, B_FILL_T
 
 
-@_nj
-def _ci1(op, x, r, m, p0, p1, p2):
+@nj
+def ci1(op, x, r, m, p0, p1, p2):
     if op == U_COPY:
         for j in range(m):
             r[j] = x[j]
@@ -447,57 +463,21 @@ def _ci1(op, x, r, m, p0, p1, p2):
             r[j] = _i1(op, x[j], p0, p1, p2)
 
 
-@_nj
-def _ci2(op, x, y, r, m, alpha):
+@nj
+def ci2(op, x, y, r, m, alpha):
     if op == B_DIV_FLOOR or op == B_DIV_TRUNC or op == B_FMOD or op == B_REM:
         for j in range(m):
             if y[j] == 0:
                 return INVALID_ARGUMENT  # the reference raises (ZeroDivisionError in ATen)
-    if op == B_ADD:
-        for j in range(m):
-            r[j] = x[j] + y[j]
-    elif op == B_SUB:
-        for j in range(m):
-            r[j] = x[j] - y[j]
-    elif op == B_MUL:
-        for j in range(m):
-            r[j] = x[j] * y[j]
-    elif op == B_MAX:
-        for j in range(m):
-            r[j] = max(x[j], y[j])
-    elif op == B_MIN:
-        for j in range(m):
-            r[j] = min(x[j], y[j])
-    elif op == B_AND:
+    if common_rows(op, x, y, r, m):
+        return OK
+    if op == B_AND:
         for j in range(m):
             r[j] = x[j] & y[j]
     elif op == B_OR:
         for j in range(m):
             r[j] = x[j] | y[j]
-    elif op == B_EQ:
-        for j in range(m):
-            r[j] = np.int64(x[j] == y[j])
-    elif op == B_NE:
-        for j in range(m):
-            r[j] = np.int64(x[j] != y[j])
-    elif op == B_LT:
-        for j in range(m):
-            r[j] = np.int64(x[j] < y[j])
-    elif op == B_GT:
-        for j in range(m):
-            r[j] = np.int64(x[j] > y[j])
     else:
         for j in range(m):
             r[j] = _i2(op, x[j], y[j], alpha)
     return OK
-
-
-@_nj
-def _ci3(op, x, y, z, r, m):
-    if op == T_WHERE:
-        for j in range(m):
-            r[j] = y[j] if x[j] != 0 else z[j]
-    else:
-        for j in range(m):
-            v = x[j] if x[j] >= y[j] else y[j]
-            r[j] = v if v <= z[j] else z[j]

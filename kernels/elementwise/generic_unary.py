@@ -6,14 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.kernels.elementwise.reference import BOOL, float_result
-from pyruntime.kernels.elementwise.generic_bind import F64, _bind, _fast, _num, _out_ok, _register, _supported
-from pyruntime.kernels.elementwise.generic_io import (B_GLU, U_ABS, U_ACOS, U_ACOSH, U_ASIN, U_ASINH, U_ATAN,
-                                          U_ATANH, U_BNOT, U_BNOT_BOOL, U_CEIL, U_CLAMP, U_COPY,
-                                          U_COS, U_COSH, U_ELU, U_ERF, U_EXP, U_EXPM1, U_FLOOR,
-                                          U_GELU, U_GELU_TANH, U_ISINF, U_ISNAN, U_LEAKY, U_LNOT,
-                                          U_LOG, U_LOG10, U_LOG1P, U_LOG2, U_LOGIT, U_NEG, U_RECIP,
-                                          U_RELU, U_ROUND, U_ROUND_DEC, U_RSQRT, U_SIGMOID, U_SIGN,
-                                          U_SIN, U_SINH, U_SQRT, U_TAN, U_TANH, U_TRUNC, U_ZERO)
+from pyruntime.kernels.elementwise.generic_bind import (F64, anyelem_binder, bind_anyelem, num,
+                                                        out_ok, register, supported)
+from pyruntime.kernels.elementwise.generic_io import (B_GLU, U_ABS, U_ACOS, U_ACOSH, U_ASIN,
+                                                      U_ASINH, U_ATAN, U_ATANH, U_BNOT, U_BNOT_BOOL,
+                                                      U_CEIL, U_CLAMP, U_COPY, U_COS, U_COSH, U_ELU,
+                                                      U_ERF, U_EXP, U_EXPM1, U_FLOOR, U_GELU,
+                                                      U_GELU_TANH, U_ISINF, U_ISNAN, U_LEAKY,
+                                                      U_LNOT, U_LOG, U_LOG10, U_LOG1P, U_LOG2,
+                                                      U_LOGIT, U_NEG, U_RECIP, U_RELU, U_ROUND,
+                                                      U_ROUND_DEC, U_RSQRT, U_SIGMOID, U_SIGN,
+                                                      U_SIN, U_SINH, U_SQRT, U_TAN, U_TANH, U_TRUNC,
+                                                      U_ZERO)
 from pyruntime.kernels.promote import category, compute_dtype, result_type
 
 
@@ -32,9 +36,9 @@ _SAME = {"abs": U_ABS, "neg": U_NEG, "relu": U_RELU, "sign": U_SIGN, "bitwise_no
 
 
 def _unary(ctx, op, x, out, dt, params=()):
-    if not _out_ok(dt, out, x):
+    if not out_ok(dt, out, x):
         return None
-    return _bind(ctx, op, out, [x], dt, params=params)
+    return bind_anyelem(ctx, op, out, [x], dt, params=params)
 
 
 def _float_unary_binder(op):
@@ -68,56 +72,56 @@ def _same_binder(name, op):
 
 def _predicate_binder(op):
     def bind(ctx, self, out):
-        if not _out_ok(BOOL, out, self):
+        if not out_ok(BOOL, out, self):
             return None
         if op == U_LNOT:  # truth of any dtype: float64 holds every nonzero as nonzero
-            return _bind(ctx, op, out, [self], BOOL, fpath=True, ct=F64)
+            return bind_anyelem(ctx, op, out, [self], BOOL, fpath=True, ct=F64)
         if category(self.dtype) < 2:
-            return _bind(ctx, U_ZERO, out, [self], BOOL)  # integers are never NaN or inf
-        return _bind(ctx, op, out, [self], BOOL, fpath=True, ct=compute_dtype(self.dtype))
+            return bind_anyelem(ctx, U_ZERO, out, [self], BOOL)  # integers are never NaN or inf
+        return bind_anyelem(ctx, op, out, [self], BOOL, fpath=True, ct=compute_dtype(self.dtype))
     return bind
 
 
 
 
 for _n, _op in _FLOAT_UNARY.items():
-    _register(f"aten::{_n}.out", _float_unary_binder(_op))
+    register(f"aten::{_n}.out", _float_unary_binder(_op))
 for _n, _op in _ROUNDING.items():
-    _register(f"aten::{_n}.out", _rounding_binder(_op))
+    register(f"aten::{_n}.out", _rounding_binder(_op))
 for _n, _op in _SAME.items():
-    _register(f"aten::{_n}.out", _same_binder(_n, _op))
+    register(f"aten::{_n}.out", _same_binder(_n, _op))
 for _n, _op in (("logical_not", U_LNOT), ("isnan", U_ISNAN), ("isinf", U_ISINF)):
-    _register(f"aten::{_n}.out", _predicate_binder(_op))
+    register(f"aten::{_n}.out", _predicate_binder(_op))
 
 
-@_fast("aten::round.decimals_out")
+@anyelem_binder("aten::round.decimals_out")
 def bind_round_decimals(ctx, self, decimals, out):
     if category(self.dtype) != 2 or isinstance(decimals, bool) or not isinstance(decimals, int):
         return None
     try:
-        scale = _num(10.0 ** abs(decimals), compute_dtype(self.dtype))
+        scale = num(10.0 ** abs(decimals), compute_dtype(self.dtype))
     except OverflowError:
         return None
     return _unary(ctx, U_ROUND_DEC, self, out, self.dtype, (scale, float(decimals > 0)))
 
 
-@_fast("aten::_conj_physical.out")
+@anyelem_binder("aten::_conj_physical.out")
 def bind_conj_physical(ctx, self, out):
-    if not _supported(self, out) or self.ndim != out.ndim:
+    if not supported(self, out) or self.ndim != out.ndim:
         return None
-    return _bind(ctx, U_COPY, out, [self], self.dtype)  # out.write casts: no canCast check
+    return bind_anyelem(ctx, U_COPY, out, [self], self.dtype)  # out.write casts: no canCast check
 
 
-@_fast("aten::hardtanh.out")
+@anyelem_binder("aten::hardtanh.out")
 def bind_hardtanh(ctx, self, min_val, max_val, out):
     dt = self.dtype
     if dt == BOOL or dt.kind == "u" and (int(min_val) < 0 or int(max_val) < 0):
         return None
     ct = compute_dtype(dt)
-    return _unary(ctx, U_CLAMP, self, out, dt, (_num(min_val, ct), _num(max_val, ct), 3))
+    return _unary(ctx, U_CLAMP, self, out, dt, (num(min_val, ct), num(max_val, ct), 3))
 
 
-@_fast("aten::clamp.out")
+@anyelem_binder("aten::clamp.out")
 def bind_clamp(ctx, self, min, max, out):  # noqa: A002 - schema names
     if min is None and max is None:
         return None
@@ -126,8 +130,8 @@ def bind_clamp(ctx, self, min, max, out):  # noqa: A002 - schema names
         return None
     ct = compute_dtype(dt)
     mode = (1 if min is not None else 0) + (2 if max is not None else 0)
-    lo = _num(min, ct) if min is not None else 0
-    hi = _num(max, ct) if max is not None else 0
+    lo = num(min, ct) if min is not None else 0
+    hi = num(max, ct) if max is not None else 0
     if category(ct) == 2:
         lo, hi = float(lo), float(hi)
     return _unary(ctx, U_CLAMP, self, out, dt, (lo, hi, mode))
@@ -137,14 +141,14 @@ def _float_param(v, ct):
     return float(np.asarray(v, ct))
 
 
-@_fast("aten::gelu.out")
+@anyelem_binder("aten::gelu.out")
 def bind_gelu(ctx, self, approximate, out):
     if category(self.dtype) != 2 or approximate not in ("none", "tanh"):
         return None
     return _unary(ctx, U_GELU if approximate == "none" else U_GELU_TANH, self, out, self.dtype)
 
 
-@_fast("aten::elu.out")
+@anyelem_binder("aten::elu.out")
 def bind_elu(ctx, self, alpha, scale, input_scale, out):
     if category(self.dtype) != 2:
         return None
@@ -154,7 +158,7 @@ def bind_elu(ctx, self, alpha, scale, input_scale, out):
                    _float_param(alpha * scale, ct)))
 
 
-@_fast("aten::leaky_relu.out")
+@anyelem_binder("aten::leaky_relu.out")
 def bind_leaky_relu(ctx, self, negative_slope, out):
     if category(self.dtype) != 2:
         return None
@@ -162,7 +166,7 @@ def bind_leaky_relu(ctx, self, negative_slope, out):
                   (_float_param(negative_slope, compute_dtype(self.dtype)),))
 
 
-@_fast("aten::logit.out")
+@anyelem_binder("aten::logit.out")
 def bind_logit(ctx, self, eps, out):
     dt = float_result(self.dtype)
     ct = compute_dtype(dt)
@@ -171,10 +175,10 @@ def bind_logit(ctx, self, eps, out):
     return _unary(ctx, U_LOGIT, self, out, dt, (lo, hi, float(clip)))
 
 
-@_fast("aten::glu.out")
+@anyelem_binder("aten::glu.out")
 def bind_glu(ctx, self, dim, out):
     n = self.ndim
     if category(self.dtype) != 2 or n == 0 or not -n <= dim < n or self.shape[dim] % 2 \
-            or not _out_ok(self.dtype, out, self):
+            or not out_ok(self.dtype, out, self):
         return None
-    return _bind(ctx, B_GLU, out, [self], self.dtype, extra=dim % n)
+    return bind_anyelem(ctx, B_GLU, out, [self], self.dtype, extra=dim % n)

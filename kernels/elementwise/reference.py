@@ -22,7 +22,7 @@ from pyruntime.cython_ext.dtypes import cast_array
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.kernels.complex.reference import COMPLEX_HALF, complex_half_parts
-from pyruntime.kernels.promote import BF16, F32, arr, category, compute_dtype, result_type
+from pyruntime.kernels.promote import BF16, F32, arr, category, compute_dtype
 from pyruntime.kernels.registry import register
 
 BOOL = np.dtype(np.bool_)
@@ -94,6 +94,15 @@ def float_result(dt: np.dtype) -> np.dtype:
 def require_float(op: str, self) -> None:
     if category(self.dtype) < 2:
         raise invalid(op, "self", "a floating point tensor", self.dtype.name)
+
+
+def float_input(op: str, self, out) -> tuple:
+    """(``self`` in its compute dtype, its dtype): ``self`` floating point, ``out`` of its
+    dtype, else InvalidArgument."""
+    require_float(op, self)
+    dt = self.dtype
+    check_out(op, dt, out)
+    return cast(self, compute_dtype(dt)), dt
 
 
 # ---- erf (numpy has none) ----------------------------------------------------------------
@@ -260,11 +269,7 @@ for _name, _fn in _PREDICATE_OPS:
 
 @register("aten::round.decimals_out")
 def round_decimals_out(self, decimals, out):
-    op = "aten::round.decimals_out"
-    require_float(op, self)
-    dt = self.dtype
-    check_out(op, dt, out)
-    x = cast(self, compute_dtype(dt))
+    x, dt = float_input("aten::round.decimals_out", self, out)
     # ATen: positive decimals scale up, round, scale down; otherwise divide first.
     scale = np.asarray(10.0 ** abs(decimals), x.dtype)
     with np.errstate(all="ignore"):

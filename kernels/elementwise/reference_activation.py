@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.kernels.elementwise.reference import (
-    BOOL, cast, check_out, emit, float_result, invalid, require_float, sigmoid)
+    BOOL, cast, check_out, emit, float_input, float_result, invalid, require_float, sigmoid)
 from pyruntime.kernels.promote import compute_dtype
 from pyruntime.kernels.registry import register
 
@@ -47,11 +47,7 @@ def gelu_out(self, approximate, out):
 
 @register("aten::elu.out")
 def elu_out(self, alpha, scale, input_scale, out):
-    op = "aten::elu.out"
-    require_float(op, self)
-    dt = self.dtype
-    check_out(op, dt, out)
-    x = cast(self, compute_dtype(dt))
+    x, dt = float_input("aten::elu.out", self, out)
     with np.errstate(all="ignore"):
         neg = np.expm1(x * x.dtype.type(input_scale)) * x.dtype.type(alpha * scale)
         emit(out, np.where(x > 0, x * x.dtype.type(scale), neg), dt)
@@ -59,11 +55,7 @@ def elu_out(self, alpha, scale, input_scale, out):
 
 @register("aten::leaky_relu.out")
 def leaky_relu_out(self, negative_slope, out):
-    op = "aten::leaky_relu.out"
-    require_float(op, self)
-    dt = self.dtype
-    check_out(op, dt, out)
-    x = cast(self, compute_dtype(dt))
+    x, dt = float_input("aten::leaky_relu.out", self, out)
     emit(out, np.where(x > 0, x, x * x.dtype.type(negative_slope)), dt)
 
 

@@ -12,7 +12,9 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext import Dynamism, from_numpy_dtype
+from pyruntime.cython_ext.abi import D_STRIDES
 from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size, index_offset, next_index
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
                              ST_I64, SPLIT_WHOLE, bits_to_f64, desc, flat, is_contiguous, lazy,
@@ -121,18 +123,14 @@ def _binary_general(op, a, b, o, alpha, m, w):
     so that no call allocates."""
     nd = o[2]
     sizes, sa, sb, idx = w[0:16], w[16:32], w[32:48], w[48:64]
-    na, nb = a[2], b[2]
     for i in range(nd):  # broadcast shapes, aligned right
-        ia = i - (nd - na)
-        ib = i - (nd - nb)
-        da = a[8 + ia] if ia >= 0 else 1
-        db = b[8 + ib] if ib >= 0 else 1
-        if da != db and da != 1 and db != 1:
+        da, sa[i] = bcast_dim(a, i, nd)
+        db, sb[i] = bcast_dim(b, i, nd)
+        s = bcast_size(da, db)
+        if s < 0:
             return INVALID_ARGUMENT
-        sizes[i] = da if db == 1 else db
-        sa[i] = a[24 + ia] if ia >= 0 and da != 1 else 0
-        sb[i] = b[24 + ib] if ib >= 0 and db != 1 else 0
-    if na > nd or nb > nd:
+        sizes[i] = s
+    if a[2] > nd or b[2] > nd:
         return INVALID_ARGUMENT
     st = resize_to(o, sizes, nd)
     if st != OK:
@@ -154,7 +152,7 @@ def _binary_general(op, a, b, o, alpha, m, w):
         return OK
     # the innermost dim as a tight loop, an N-d counter over the rest
     inner = sizes[nd - 1]
-    ja, jb, jo = sa[nd - 1], sb[nd - 1], o[24 + nd - 1]
+    ja, jb, jo = sa[nd - 1], sb[nd - 1], o[D_STRIDES + nd - 1]
     for i in range(nd):
         idx[i] = 0
     pa = 0
@@ -166,12 +164,12 @@ def _binary_general(op, a, b, o, alpha, m, w):
             idx[i] += 1
             pa += sa[i]
             pb += sb[i]
-            po += o[24 + i]
+            po += o[D_STRIDES + i]
             if idx[i] < sizes[i]:
                 break
             pa -= sa[i] * sizes[i]
             pb -= sb[i] * sizes[i]
-            po -= o[24 + i] * sizes[i]
+            po -= o[D_STRIDES + i] * sizes[i]
             idx[i] = 0
     return OK
 
@@ -281,34 +279,19 @@ def _bind_binary(ctx, op, a, b, out, alpha=1):
     return ctx.bind(lazy(binary_kernel), words + [ctx.buffer(64 * 8)])
 
 
-@register_fast("aten::add.out")
-def bind_add(ctx, self, other, alpha, out):
-    return _bind_binary(ctx, B_ADD, self, other, out, alpha)
+def _binary_binder(op):
+    if op in (B_ADD, B_SUB):  # schemas with an alpha
+        def bind(ctx, self, other, alpha, out):
+            return _bind_binary(ctx, op, self, other, out, alpha)
+    else:
+        def bind(ctx, self, other, out):
+            return _bind_binary(ctx, op, self, other, out)
+    return bind
 
 
-@register_fast("aten::sub.out")
-def bind_sub(ctx, self, other, alpha, out):
-    return _bind_binary(ctx, B_SUB, self, other, out, alpha)
-
-
-@register_fast("aten::mul.out")
-def bind_mul(ctx, self, other, out):
-    return _bind_binary(ctx, B_MUL, self, other, out)
-
-
-@register_fast("aten::div.out")
-def bind_div(ctx, self, other, out):
-    return _bind_binary(ctx, B_DIV, self, other, out)
-
-
-@register_fast("aten::maximum.out")
-def bind_maximum(ctx, self, other, out):
-    return _bind_binary(ctx, B_MAX, self, other, out)
-
-
-@register_fast("aten::minimum.out")
-def bind_minimum(ctx, self, other, out):
-    return _bind_binary(ctx, B_MIN, self, other, out)
+for _name, _op in (("add", B_ADD), ("sub", B_SUB), ("mul", B_MUL), ("div", B_DIV),
+                   ("maximum", B_MAX), ("minimum", B_MIN)):
+    register_fast(f"aten::{_name}.out")(_binary_binder(_op))
 
 
 # ---- scalar-operand binary ops: the scalar is a 1-element operand baked in the block
@@ -410,18 +393,29 @@ def _fast_range(op, x, z, i0, i1):
             z[i] = silu_fast(x[i])
 
 
-@njit
-def _fast_unary(op, a, o, part, npart, least):
-    """``_unary_typed`` of a fast-math op (``op`` the exact op's code) on float32."""
+@njit(inline="always")
+def unary_prep(a, o, part, npart, least):
+    """Resizes ``o`` like ``a`` on a whole or prep call: (stop, status, npart, done); on
+    ``stop`` the kernel returns ``status``. A prep call (``part`` < 0) stops if the parts
+    will run, else does the whole call (``npart`` 0, ``done`` SPLIT_WHOLE)."""
     done = OK
     if npart == 0 or part < 0:
         st = resize_like(o, a)
         if st != OK:
-            return st
-        if part < 0:
+            return True, st, npart, done
+        if part < 0:  # the prep call: the whole call too when there are few elements
             if o[3] >= least:
-                return OK
+                return True, OK, npart, done
             npart, done = 0, SPLIT_WHOLE
+    return False, OK, npart, done
+
+
+@njit
+def _fast_unary(op, a, o, part, npart, least):
+    """``_unary_typed`` of a fast-math op (``op`` the exact op's code) on float32."""
+    stop, st, npart, done = unary_prep(a, o, part, npart, least)
+    if stop:
+        return st
     m = np.float32(0)
     x = flat(a, m)
     z = flat(o, m)
@@ -432,20 +426,10 @@ def _fast_unary(op, a, o, part, npart, least):
         return done
     if part > 0:  # strided: part 0 does all
         return OK
-    nd = a[2]
     idx = np.zeros(16, np.int64)
     for k in range(n):
-        pa = 0
-        po = 0
-        for i in range(nd):
-            pa += idx[i] * a[24 + i]
-            po += idx[i] * o[24 + i]
-        z[po] = _fast_un(op, x[pa])
-        for i in range(nd - 1, -1, -1):
-            idx[i] += 1
-            if idx[i] < a[8 + i]:
-                break
-            idx[i] = 0
+        z[index_offset(idx, o)] = _fast_un(op, x[index_offset(idx, a)])
+        next_index(idx, a)
     return done
 
 
@@ -479,16 +463,9 @@ def _un(op, x, lo, hi):
 
 @njit(inline="always")
 def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
-    nd = a[2]
-    done = OK
-    if npart == 0 or part < 0:
-        st = resize_like(o, a)
-        if st != OK:
-            return st
-        if part < 0:  # the prep call: the whole call too when there are few elements
-            if o[3] >= least:
-                return OK
-            npart, done = 0, SPLIT_WHOLE
+    stop, st, npart, done = unary_prep(a, o, part, npart, least)
+    if stop:
+        return st
     x = flat(a, m)
     z = flat(o, m)
     n = o[3]
@@ -520,17 +497,8 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
         return OK
     idx = np.zeros(16, np.int64)
     for k in range(n):
-        pa = 0
-        po = 0
-        for i in range(nd):
-            pa += idx[i] * a[24 + i]
-            po += idx[i] * o[24 + i]
-        z[po] = _un(op, x[pa], lo, hi)
-        for i in range(nd - 1, -1, -1):
-            idx[i] += 1
-            if idx[i] < a[8 + i]:
-                break
-            idx[i] = 0
+        z[index_offset(idx, o)] = _un(op, x[index_offset(idx, a)], lo, hi)
+        next_index(idx, a)
     return done
 
 

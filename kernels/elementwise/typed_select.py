@@ -22,7 +22,9 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
+from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
                              ST_I32, ST_I64, ST_U8, bits_to_f64, desc, flat, is_contiguous,
@@ -155,7 +157,7 @@ def any_kernel(block):
         n = a[3]
     else:
         for i in range(nd):
-            s = a[8 + i]
+            s = a[D_SIZES + i]
             if i < d:
                 outer *= s
             elif i == d:
@@ -224,23 +226,13 @@ def _where_typed(c, a, b, o, w, m):
     if nc > nd or na > nd or nb > nd:
         return INVALID_ARGUMENT
     for i in range(nd):
-        ic, ia, ib = i - (nd - nc), i - (nd - na), i - (nd - nb)
-        dc = c[8 + ic] if ic >= 0 else 1
-        da = a[8 + ia] if ia >= 0 else 1
-        db = b[8 + ib] if ib >= 0 else 1
-        s = dc
-        if da != 1:
-            if s != 1 and s != da:
-                return INVALID_ARGUMENT
-            s = da
-        if db != 1:
-            if s != 1 and s != db:
-                return INVALID_ARGUMENT
-            s = db
+        dc, w[16 + i] = bcast_dim(c, i, nd)
+        da, w[32 + i] = bcast_dim(a, i, nd)
+        db, w[48 + i] = bcast_dim(b, i, nd)
+        s = bcast_size(bcast_size(dc, da), db)
+        if s < 0:
+            return INVALID_ARGUMENT
         w[i] = s
-        w[16 + i] = c[24 + ic] if dc != 1 else 0
-        w[32 + i] = a[24 + ia] if da != 1 else 0
-        w[48 + i] = b[24 + ib] if db != 1 else 0
         w[64 + i] = 0
     st = resize_to(o, w, nd)
     if st != OK:
@@ -262,7 +254,7 @@ def _where_typed(c, a, b, o, w, m):
         return OK
     last = nd - 1
     ln = w[last]
-    lc, la, lb, lo = w[16 + last], w[32 + last], w[48 + last], o[24 + last]
+    lc, la, lb, lo = w[16 + last], w[32 + last], w[48 + last], o[D_STRIDES + last]
     pc = 0
     pa = 0
     pb = 0
@@ -276,13 +268,13 @@ def _where_typed(c, a, b, o, w, m):
             pc += w[16 + i]
             pa += w[32 + i]
             pb += w[48 + i]
-            po += o[24 + i]
+            po += o[D_STRIDES + i]
             if w[64 + i] < w[i]:
                 break
             pc -= w[16 + i] * w[i]
             pa -= w[32 + i] * w[i]
             pb -= w[48 + i] * w[i]
-            po -= o[24 + i] * w[i]
+            po -= o[D_STRIDES + i] * w[i]
             w[64 + i] = 0
     return OK
 
@@ -397,7 +389,7 @@ def bind_scalar_tensor(ctx, s, out):
 def _put_typed(x, ix, v, o, k, w, m):
     nd = x[2]
     nv = v[2]
-    n = x[8 + k]
+    n = x[D_SIZES + k]
     cnt = ix[3]
     i64 = ptr_like(ix[0], np.int64(0))
     i32 = ptr_like(ix[0], np.int32(0))
@@ -410,12 +402,9 @@ def _put_typed(x, ix, v, o, k, w, m):
     if nv > nd:
         return INVALID_ARGUMENT
     for i in range(nd):
-        si = cnt if i == k else x[8 + i]
-        iv = i - (nd - nv)
-        dv = v[8 + iv] if iv >= 0 else 1
-        if dv != si and dv != 1:
+        dv, w[i] = bcast_dim(v, i, nd)
+        if dv != 1 and dv != (cnt if i == k else x[D_SIZES + i]):
             return INVALID_ARGUMENT
-        w[i] = v[24 + iv] if iv >= 0 and dv != 1 else 0
     st = resize_like(o, x)
     if st != OK:
         return st
@@ -430,21 +419,21 @@ def _put_typed(x, ix, v, o, k, w, m):
         return OK
     outer = 1
     for i in range(k):
-        outer *= x[8 + i]
+        outer *= x[D_SIZES + i]
     inner = 1
     for i in range(k + 1, nd):
-        inner *= x[8 + i]
+        inner *= x[D_SIZES + i]
     # how the trailing (inner) dims of values are laid out
     full = True  # values' inner dims are dense and unbroadcast
     zero = True  # every inner dim broadcast
     s = 1
     for i in range(nd - 1, k, -1):
-        if x[8 + i] != 1:
+        if x[D_SIZES + i] != 1:
             if w[i] != s:
                 full = False
             if w[i] != 0:
                 zero = False
-        s *= x[8 + i]
+        s *= x[D_SIZES + i]
     for i in range(nd):
         w[16 + i] = 0
     pv_outer = 0  # values offset of the outer multi-index
@@ -467,7 +456,7 @@ def _put_typed(x, ix, v, o, k, w, m):
                     rem = q
                     off = src
                     for i in range(nd - 1, k, -1):
-                        sz = x[8 + i]
+                        sz = x[D_SIZES + i]
                         off += (rem % sz) * w[i]
                         rem //= sz
                     z[dst + q] = vs[off]
@@ -475,9 +464,9 @@ def _put_typed(x, ix, v, o, k, w, m):
         for i in range(k - 1, -1, -1):
             w[16 + i] += 1
             pv_outer += w[i]
-            if w[16 + i] < x[8 + i]:
+            if w[16 + i] < x[D_SIZES + i]:
                 break
-            pv_outer -= w[i] * x[8 + i]
+            pv_outer -= w[i] * x[D_SIZES + i]
             w[16 + i] = 0
     return OK
 

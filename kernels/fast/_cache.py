@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]  # the folder holding kernels/ and cython_ext/
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding kernels/ and cython_ext/
 _PACKAGES = ("kernels", "cython_ext")
 # `from a.b import c, d`, `from a.b import (c,\n d)`, `import a.b`, at any indent; a name
 # list never runs into the next line unless parenthesized
@@ -29,7 +29,7 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|
 # Project files that hold no code a kernel compiles (the binder registry, the argument
 # block builder, this locator): followed for their imports, left out of the hash, so
 # editing them recompiles nothing. Keep it so: a jitted helper belongs in another file.
-_CACHED_DIRS = ("kernels", "delegates")  # whose compiled functions are cached here
+CACHED_DIRS = ("kernels", "delegates")  # whose compiled functions are cached here
 _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/context.py", "kernels/fast/jit.py",
                            "kernels/fast/objcache.py", "kernels/fast/binder_index.py",
@@ -46,7 +46,7 @@ def _module_file(name: str) -> Path | None:
     name = name.removeprefix("pyruntime.")  # the installed name: the folders sit in pyruntime
     if name.split(".")[0] not in _PACKAGES:
         return None
-    p = _ROOT.joinpath(*name.split("."))
+    p = ROOT.joinpath(*name.split("."))
     for f in (p.with_suffix(".py"), p / "__init__.py"):
         if f.is_file():
             return f
@@ -134,7 +134,7 @@ def source_key(path: Path) -> str:
                 todo += _imports(f) - seen
         h = hashlib.sha256(numba_version().encode())
         for f in sorted(seen):
-            rel = f.relative_to(_ROOT).as_posix()
+            rel = f.relative_to(ROOT).as_posix()
             if rel not in _NOT_COMPILED:
                 h.update(rel.encode())
                 h.update(_source(f))
@@ -184,7 +184,7 @@ def locator_class():
         def from_function(cls, py_func, py_file):
             try:  # kernels/ and the delegates' compiled entries (as objcache.path_for)
                 src = Path(py_file).resolve()
-                if not any(src.is_relative_to(_ROOT / d) for d in _CACHED_DIRS):
+                if not any(src.is_relative_to(ROOT / d) for d in CACHED_DIRS):
                     return None
             except (OSError, ValueError):
                 return None

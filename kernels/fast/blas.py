@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from pyruntime.kernels.blas_lib import _lookup, blas_threads, set_blas_threads  # noqa: F401 (re-export)
+from pyruntime.kernels.blas_lib import (  # noqa: F401 (re-export)
+    blas_threads, lookup, set_blas_threads)
 from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, types
 from pyruntime.kernels.fast.nb import NOT_SUPPORTED, OK, ptr_like
 
@@ -24,11 +25,11 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 def gemm_addr(dtype) -> int:
     """Address of the ILP64 cblas gemm for ``dtype`` (float32/float64), 0 if unavailable."""
-    return _lookup()[1].get(np.dtype(dtype), 0)
+    return lookup()[1].get(np.dtype(dtype), 0)
 
 
 def available() -> bool:
-    return bool(_lookup()[1])
+    return bool(lookup()[1])
 
 
 @intrinsic

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.nb import ptr_like
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, desc, ptr_like, resize_to
 
 
 SCRATCH_WORDS = 128
@@ -34,11 +35,11 @@ def expand_view(a, want, at, n, dst, size_at, stride_at):
                 return False
             dst[stride_at + i] = 0
         else:
-            have = a[8 + i - lead]
+            have = a[D_SIZES + i - lead]
             if v == -1:
                 v = have
             if v == have:
-                dst[stride_at + i] = a[24 + i - lead]
+                dst[stride_at + i] = a[D_STRIDES + i - lead]
             elif have == 1 and v >= 0:
                 dst[stride_at + i] = 0
             else:
@@ -67,6 +68,61 @@ def view_sizes(block, first, n, numel, w):
     elif known != numel:
         return False
     return True
+
+
+@njit(inline="always")
+def resize_with(o, a, d, size, w):
+    """Resize ``o`` to ``a``'s sizes but ``size`` at dim ``d`` (through ``w[W_OUT:]``); a status."""
+    for i in range(a[2]):
+        w[W_OUT + i] = a[D_SIZES + i]
+    w[W_OUT + d] = size
+    return resize_to(o, w[W_OUT:], a[2])
+
+
+@njit
+def join_out(block, at, n, o, d, w, stack):
+    """Resize ``o`` to the cat (or with ``stack`` the stack) along ``d`` of the ``n`` tensors
+    whose descriptors are ``block[at:at + n]``, through ``w[W_OUT:]``; a status."""
+    nd = o[2]
+    na = nd - 1 if stack else nd
+    first = True
+    total = 0
+    for k in range(n):
+        a = desc(block[at + k])
+        if not stack and a[2] == 1 and a[3] == 0:
+            continue  # cat skips legacy empty tensors whatever their rank
+        if a[2] != na:
+            return INVALID_ARGUMENT
+        if first:
+            first = False
+            for i in range(na):
+                w[W_OUT + i] = a[D_SIZES + i]
+        else:
+            for i in range(na):
+                if a[D_SIZES + i] != w[W_OUT + i] and (stack or i != d):
+                    return INVALID_ARGUMENT
+        total += 1 if stack else a[D_SIZES + d]
+    if first:
+        if nd != 1:
+            return NOT_SUPPORTED
+        w[W_OUT] = 0
+    elif stack:
+        for i in range(nd - 1, d, -1):
+            w[W_OUT + i] = w[W_OUT + i - 1]
+        w[W_OUT + d] = n
+    else:
+        w[W_OUT + d] = total
+    return resize_to(o, w[W_OUT:], nd)
+
+
+@njit(inline="always")
+def clamp_bound(i, n):
+    """A slice bound into ``[0, n]``, a negative one counted from the end (as ATen's slice)."""
+    if i < 0:
+        i += n
+        if i < 0:
+            i = 0
+    return n if i > n else i
 
 
 @njit(inline="always")
@@ -124,6 +180,19 @@ def simplify(w, nd):
             w[W_DS + k] = b
             k += 1
     return k
+
+
+@njit(inline="always")
+def copy_element(sp, si, dp, di, es):
+    """Element ``di`` at byte address ``dp`` = element ``si`` at ``sp``, ``es`` bytes each."""
+    if es == 4:
+        ptr_like(dp, np.uint32(0))[di] = ptr_like(sp, np.uint32(0))[si]
+    elif es == 8:
+        ptr_like(dp, np.uint64(0))[di] = ptr_like(sp, np.uint64(0))[si]
+    elif es == 2:
+        ptr_like(dp, np.uint16(0))[di] = ptr_like(sp, np.uint16(0))[si]
+    else:
+        ptr_like(dp, np.uint8(0))[di] = ptr_like(sp, np.uint8(0))[si]
 
 
 @njit(inline="always")
@@ -213,4 +282,4 @@ def copy_nd(sp, dp, w, nd, es):
 @njit(inline="always")
 def dst_strides(w, o, nd):
     for i in range(nd):
-        w[W_DS + i] = o[24 + i]
+        w[W_DS + i] = o[D_STRIDES + i]

@@ -172,7 +172,7 @@ _mk6x2 = _microkernel(MR, panels=2)  # a full tile, two panels: 12 with 512-bit 
 
 
 @njit(inline="always")
-def _mk(mr, pa, pb, ldb, pc, ldc, kc, load, zero, fma=0):
+def micro_kernel(mr, pa, pb, ldb, pc, ldc, kc, load, zero, fma=0):
     if mr == 6:
         _mk6(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
     elif mr == 5:
@@ -356,13 +356,14 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                     else:
                         b, ldb = pbb + t0 * nr * item, nr
                     if nc == nr and ccs == 1:
-                        _mk(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero, fma)
+                        micro_kernel(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero,
+                                     fma)
                         continue
                     if load:
                         for r in range(mr):
                             for c in range(nc):
                                 T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
-                    _mk(mr, a, b, ldb, tile, nr, kc, load, zero, fma)
+                    micro_kernel(mr, a, b, ldb, tile, nr, kc, load, zero, fma)
                     for r in range(mr):
                         for c in range(nc):
                             C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_SS, W_SZ, advance, copy_simplified,
-                                      simplify, start)
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_SS, W_SZ, advance,
+                                                copy_element, copy_simplified, simplify, start)
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import (ST_F16, ST_F32, ST_F64, bf16_to_f64, elem_size, f64_to_bf16,
-                             f64_to_half, half_to_f64, is_float_st, load_f64, load_i64, ptr_like,
+from pyruntime.kernels.fast.nb import (elem_size, is_float_st, load_f64, load_i64, round_to,
                              store_f64, store_i64)
 
 
@@ -29,41 +29,21 @@ BIG = 1 << 62
 # ---- elements and strided blocks of any dtype ---------------------------------------
 
 @njit
-def _move(sp, sst, si, dp, dst, di):
+def move(sp, sst, si, dp, dst, di):
     """dst[di] = src[si], converting as a C++ static_cast (bits copied when types agree)."""
     if sst == dst:
-        es = elem_size(sst)
-        if es == 4:
-            ptr_like(dp, np.uint32(0))[di] = ptr_like(sp, np.uint32(0))[si]
-        elif es == 8:
-            ptr_like(dp, np.uint64(0))[di] = ptr_like(sp, np.uint64(0))[si]
-        elif es == 2:
-            ptr_like(dp, np.uint16(0))[di] = ptr_like(sp, np.uint16(0))[si]
-        else:
-            ptr_like(dp, np.uint8(0))[di] = ptr_like(sp, np.uint8(0))[si]
+        copy_element(sp, si, dp, di, elem_size(sst))
     elif is_float_st(sst):
         store_f64(dp, dst, di, load_f64(sp, sst, si))
     else:
         store_i64(dp, dst, di, load_i64(sp, sst, si))
 
 
-@njit(inline="always")
-def _round_to(st, v):
-    """float64 ``v`` rounded to float type ``st`` (and back, exactly)."""
-    if st == ST_F32:
-        return np.float64(np.float32(v))
-    if st == ST_F16:
-        return half_to_f64(f64_to_half(v))
-    if st == ST_F64:
-        return v
-    return bf16_to_f64(f64_to_bf16(v))
-
-
 @njit
-def _add(sp, sst, si, dp, dst, di):
+def add_element(sp, sst, si, dp, dst, di):
     """dst[di] += src[si] in dst's type, src cast to it first (numpy ``add.at`` after astype)."""
     if is_float_st(dst):
-        store_f64(dp, dst, di, load_f64(dp, dst, di) + _round_to(dst, load_f64(sp, sst, si)))
+        store_f64(dp, dst, di, load_f64(dp, dst, di) + round_to(load_f64(sp, sst, si), dst))
     elif dst == 11:  # bool: logical or
         b = load_f64(sp, sst, si) != 0.0 if is_float_st(sst) else load_i64(sp, sst, si) != 0
         store_i64(dp, dst, di, np.int64(load_i64(dp, dst, di) != 0 or b))
@@ -72,7 +52,7 @@ def _add(sp, sst, si, dp, dst, di):
 
 
 @njit
-def _xfer(sp, sst, dp, dst, w, nr, acc):
+def xfer(sp, sst, dp, dst, w, nr, acc):
     """Copy (``acc`` 0) or accumulate (1) a space simplified by ``simplify`` (sizes and
     element strides in the copy engine's words of ``w``) from ``sp`` to ``dp``."""
     if nr < 0:
@@ -82,9 +62,9 @@ def _xfer(sp, sst, dp, dst, w, nr, acc):
         return
     if nr == 0:
         if acc == 0:
-            _move(sp, sst, 0, dp, dst, 0)
+            move(sp, sst, 0, dp, dst, 0)
         else:
-            _add(sp, sst, 0, dp, dst, 0)
+            add_element(sp, sst, 0, dp, dst, 0)
         return
     last = nr - 1
     n = w[W_SZ + last]
@@ -96,26 +76,26 @@ def _xfer(sp, sst, dp, dst, w, nr, acc):
     for _ in range(outer):
         if acc == 0:
             for c in range(n):
-                _move(sp, sst, so + c * si, dp, dst, do + c * di)
+                move(sp, sst, so + c * si, dp, dst, do + c * di)
         else:
             for c in range(n):
-                _add(sp, sst, so + c * si, dp, dst, do + c * di)
+                add_element(sp, sst, so + c * si, dp, dst, do + c * di)
         so, do = advance(w, last, so, do)
 
 
 @njit
-def _copy_all(a, o, w):
+def copy_all(a, o, w):
     """o = a, same sizes, any dim orders and (convertible) dtypes."""
     nd = a[2]
     for i in range(nd):
-        w[W_SZ + i] = a[8 + i]
-        w[W_SS + i] = a[24 + i]
-        w[W_DS + i] = o[24 + i]
-    _xfer(a[0], a[1], o[0], o[1], w, simplify(w, nd), 0)
+        w[W_SZ + i] = a[D_SIZES + i]
+        w[W_SS + i] = a[D_STRIDES + i]
+        w[W_DS + i] = o[D_STRIDES + i]
+    xfer(a[0], a[1], o[0], o[1], w, simplify(w, nd), 0)
 
 
 @njit(inline="always")
-def _index_at(ix, k):
+def index_at(ix, k):
     return load_i64(ix[0], ix[1], k)
 
 
@@ -125,7 +105,7 @@ R_OFF = E + 80
 
 
 @njit
-def _rows(w, nd):
+def start_rows(w, nd):
     """Start a walk over the sizes at E (rank ``nd``) by rows of the last dim (a rank-0
     space is one row of one element); returns (rows, row length)."""
     if nd == 0:
@@ -146,7 +126,7 @@ def _rows(w, nd):
 
 
 @njit
-def _next_row(w, outer):
+def next_row(w, outer):
     """Advance the counter over dims [0, outer) and the three row offsets with it."""
     for i in range(outer - 1, -1, -1):
         w[E + 64 + i] += 1
@@ -160,11 +140,3 @@ def _next_row(w, outer):
         w[R_OFF + 2] -= w[E + 48 + i] * w[E + i]
         w[E + 64 + i] = 0
 
-
-@njit(inline="always")
-def _clamp(i, n):
-    if i < 0:
-        i += n
-        if i < 0:
-            i = 0
-    return n if i > n else i

@@ -57,7 +57,7 @@ def _convert_nd(sp, sst, dp, dst, w, nd):
 
 
 @njit
-def _xfer(sp, sst, dp, dst, w, nd):
+def xfer(sp, sst, dp, dst, w, nd):
     if sst == dst:
         copy_nd(sp, dp, w, nd, elem_size(sst))
     else:
@@ -65,7 +65,7 @@ def _xfer(sp, sst, dp, dst, w, nd):
 
 
 @njit
-def _pieces(s, nd, sp, sst, dp, dst):
+def copy_pieces(s, nd, sp, sst, dp, dst):
     """Copy the iteration space ``s[V_N/V_S/V_T]`` cut by the per-dim segments."""
     ses = elem_size(sst)
     des = elem_size(dst)
@@ -87,7 +87,7 @@ def _pieces(s, nd, sp, sst, dp, dst):
                 so += s[b + 2] * s[V_S + i]
                 do += s[b] * s[V_T + i]
             s[W_DS + i] = s[V_T + i]
-        _xfer(sp + so * ses, sst, dp + do * des, dst, s, nd)
+        xfer(sp + so * ses, sst, dp + do * des, dst, s, nd)
         for i in range(nd - 1, -1, -1):
             if s[NSEG + i] > 1:
                 s[CNT + i] += 1
@@ -97,7 +97,16 @@ def _pieces(s, nd, sp, sst, dp, dst):
 
 
 @njit(inline="always")
-def _seg(s, i, k, out_start, count, src_start, step):
+def whole_dim(s, k, n, ss, ts):
+    """Iteration dim ``k``: ``n`` elements, source and target strides ``ss``/``ts``, uncut."""
+    s[V_N + k] = n
+    s[V_S + k] = ss
+    s[V_T + k] = ts
+    s[NSEG + k] = 0
+
+
+@njit(inline="always")
+def seg(s, i, k, out_start, count, src_start, step):
     b = SEG + (i * 3 + k) * 4
     s[b] = out_start
     s[b + 1] = max(count, 0)
@@ -106,7 +115,7 @@ def _seg(s, i, k, out_start, count, src_start, step):
 
 
 @njit
-def _fill(dp, es, n, pattern, step):
+def fill(dp, es, n, pattern, step):
     """Store the ``es``-byte ``pattern`` ``n`` times, ``step`` elements apart."""
     if es == 8:
         p8 = ptr_like(dp, np.int64(0))

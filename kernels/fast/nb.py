@@ -10,6 +10,7 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import numpy as np
+from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, overload, types
 from pyruntime.kernels.fast.jit import compile_kernel, lazy  # noqa: F401 - binders' imports
 
@@ -37,24 +38,24 @@ def ptr_like(typingctx, addr, marker):
     return sig, codegen
 
 
-@intrinsic
-def bits_to_f64(typingctx, word):
-    sig = types.float64(types.int64)
+def bitcast(name, src, dst):
+    """An intrinsic ``name`` reinterpreting a value of numba type ``src`` (by name, e.g.
+    "int64") as ``dst``, bit for bit (LLVM bitcast)."""
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    def cast(typingctx, x):
+        sig = getattr(types, dst)(getattr(types, src))
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(signature.return_type))
+
+        return sig, codegen
+
+    cast.__name__ = cast.__qualname__ = name
+    return intrinsic(cast)
 
 
-@intrinsic
-def f64_to_bits(typingctx, x):
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return sig, codegen
+bits_to_f64 = bitcast("bits_to_f64", "int64", "float64")
+f64_to_bits = bitcast("f64_to_bits", "float64", "int64")
 
 
 @njit(inline="always")
@@ -80,9 +81,9 @@ def is_contiguous(d):
     nd = d[2]
     s = 1
     for i in range(nd - 1, -1, -1):
-        if d[8 + i] != 1 and d[24 + i] != s:
+        if d[D_SIZES + i] != 1 and d[D_STRIDES + i] != s:
             return False
-        s *= d[8 + i]
+        s *= d[D_SIZES + i]
     return True
 
 
@@ -91,9 +92,9 @@ def set_strides(d):
     nd = d[2]
     s = 1
     for k in range(nd - 1, -1, -1):
-        dim = d[40 + k]
-        d[24 + dim] = s
-        sz = d[8 + dim]
+        dim = d[D_DIMORDER + k]
+        d[D_STRIDES + dim] = s
+        sz = d[D_SIZES + dim]
         s *= sz if sz != 0 else 1
 
 
@@ -106,17 +107,26 @@ def resize_to(d, sizes, nd):
     numel = 1
     for i in range(nd):
         numel *= sizes[i]
-        if d[8 + i] != sizes[i]:
+        if d[D_SIZES + i] != sizes[i]:
             same = False
     if same:
         return OK
     if d[5] == 0 or numel > d[4]:
         return NOT_SUPPORTED
     for i in range(nd):
-        d[8 + i] = sizes[i]
+        d[D_SIZES + i] = sizes[i]
     d[3] = numel
     set_strides(d)
     return OK
+
+
+@njit(inline="always")
+def resize_both(a, b, sizes, nd):
+    """Resize out descriptors ``a`` then ``b`` to ``sizes[:nd]``; the first failing status."""
+    st = resize_to(a, sizes, nd)
+    if st != OK:
+        return st
+    return resize_to(b, sizes, nd)
 
 
 @njit(inline="always")
@@ -125,7 +135,7 @@ def same_shape(a, b):
     if nd != b[2]:
         return False
     for i in range(nd):
-        if a[8 + i] != b[8 + i]:
+        if a[D_SIZES + i] != b[D_SIZES + i]:
             return False
     return True
 
@@ -139,7 +149,7 @@ def resize_like(d, src):
     if nd != d[2] or d[5] == 0 or src[3] > d[4]:
         return NOT_SUPPORTED
     for i in range(nd):
-        d[8 + i] = src[8 + i]
+        d[D_SIZES + i] = src[D_SIZES + i]
     d[3] = src[3]
     set_strides(d)
     return OK
@@ -196,24 +206,8 @@ def scratch(addr, n):
 # stored as raw uint16 (numba has no float16) and converted bit by bit, rounding to
 # nearest even as C++'s c10::Half / c10::BFloat16 do.
 
-@intrinsic
-def f32_from_bits(typingctx, word):
-    sig = types.float32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
-
-    return sig, codegen
-
-
-@intrinsic
-def f32_to_bits(typingctx, x):
-    sig = types.int32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int32))
-
-    return sig, codegen
+f32_from_bits = bitcast("f32_from_bits", "int32", "float32")
+f32_to_bits = bitcast("f32_to_bits", "float32", "int32")
 
 
 @njit(inline="always")
@@ -264,6 +258,18 @@ def f64_to_bf16(x):
         return 0x7FC0
     u = np.int64(f32_to_bits(np.float32(x))) & 0xFFFFFFFF
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+@njit(inline="always")
+def round_to(v, st):
+    """float64 ``v`` rounded to floating dtype ``st`` and back, exactly (other types: ``v``)."""
+    if st == ST_F32:
+        return np.float64(np.float32(v))
+    if st == ST_F16:
+        return half_to_f64(f64_to_half(v))
+    if st == ST_BF16:
+        return bf16_to_f64(f64_to_bf16(v))
+    return v
 
 
 @njit(inline="always")
@@ -334,6 +340,33 @@ def store_f64(addr, st, i, v):
             ptr_like(addr, np.uint8(0))[i] = np.uint8(w & 0xFF)
 
 
+# The same loads and stores compiled once and called, not inlined: for call sites off the
+# hot path, where inlining the dtype switch at each one multiplies compile time.
+
+@njit
+def load_f64_call(addr, st, i):
+    """``load_f64``, called."""
+    return load_f64(addr, st, i)
+
+
+@njit
+def load_i64_call(addr, st, i):
+    """``load_i64``, called."""
+    return load_i64(addr, st, i)
+
+
+@njit
+def store_f64_call(addr, st, i, v):
+    """``store_f64``, called."""
+    store_f64(addr, st, i, v)
+
+
+@njit
+def store_i64_call(addr, st, i, v):
+    """``store_i64``, called."""
+    store_i64(addr, st, i, v)
+
+
 @njit(inline="always")
 def load_i64(addr, st, i):
     """Element ``i`` as int64 (floats truncate toward zero)."""
@@ -392,11 +425,18 @@ def is_float_st(st):
 
 
 @njit(inline="always")
-def offset_of(d, k):
-    """Storage offset (in elements) of the ``k``-th element in row-major logical order."""
+def offset_in(d, k, nd):
+    """Storage offset (in elements) of the ``k``-th index, in row-major order, over the
+    first ``nd`` dims of ``d``."""
     off = 0
-    for i in range(d[2] - 1, -1, -1):
-        sz = d[8 + i]
-        off += (k % sz) * d[24 + i]
+    for i in range(nd - 1, -1, -1):
+        sz = d[D_SIZES + i]
+        off += (k % sz) * d[D_STRIDES + i]
         k //= sz
     return off
+
+
+@njit(inline="always")
+def offset_of(d, k):
+    """Storage offset (in elements) of the ``k``-th element in row-major logical order."""
+    return offset_in(d, k, d[2])

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import njit, overload, types
-from pyruntime.kernels.fast.nb import (OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I8, ST_I16, ST_I32, ST_I64,
-                             ST_U8, bits_to_f64, cast_like, f32_from_bits, f32_to_half, f64_to_bf16,
-                             half_to_f32, offset_of, ptr_like, resize_to, set_strides, store_f64,
-                             store_i64)
+from pyruntime.kernels.fast.nb import (OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
+                                       ST_I8, ST_U8, bits_to_f64, cast_like, f32_from_bits,
+                                       f32_to_half, f64_to_bf16, half_to_f32, offset_of, ptr_like,
+                                       resize_to, set_strides, store_f64, store_i64)
 
 
 SUPPORTED = {0, 1, 2, 3, 4, 5, 6, 7, 11, 15}  # the scalar types nb's load/store handle
@@ -24,12 +25,12 @@ def _walk(d):
     nd = d[2]
     if nd == 0:
         return 1, 1, 0
-    inner = d[8 + nd - 1]
-    return (d[3] // inner if inner else 0), inner, d[24 + nd - 1]
+    inner = d[D_SIZES + nd - 1]
+    return (d[3] // inner if inner else 0), inner, d[D_STRIDES + nd - 1]
 
 
 @njit(inline="always")
-def _cv(v, kind):
+def cv(v, kind):
     """A stored element as a number: kind 1 float16 bits, 2 bfloat16 bits, else as is."""
     if kind == 1:
         return half_to_f32(np.int64(v))
@@ -48,10 +49,10 @@ def _gather_body(dst, src, d, kind, mk):
         base = offset_of(d, r * inner)
         if ist == 1:
             for j in range(inner):
-                dst[o + j] = cast_like(_cv(src[base + j], kind), mk)
+                dst[o + j] = cast_like(cv(src[base + j], kind), mk)
         else:
             for j in range(inner):
-                dst[o + j] = cast_like(_cv(src[base + j * ist], kind), mk)
+                dst[o + j] = cast_like(cv(src[base + j * ist], kind), mk)
         o += inner
 
 
@@ -71,7 +72,7 @@ def _gather_bf16(dst, src, d, mk):
 
 
 @njit
-def _gather(addr, d, mk):
+def gather_compute(addr, d, mk):
     """Tensor ``d`` -> contiguous compute-dtype buffer at ``addr``."""
     dst = ptr_like(addr, mk)
     st, a = d[1], d[0]
@@ -158,7 +159,7 @@ def _scatter_any(addr, st, src, d, isint):
 
 
 @njit
-def _scatter(addr, d, mk, isint):
+def scatter_compute(addr, d, mk, isint):
     """Contiguous compute-dtype buffer at ``addr`` -> out ``d`` (already resized), cast."""
     src = ptr_like(addr, mk)
     st = d[1]
@@ -177,7 +178,7 @@ def _scatter(addr, d, mk, isint):
 
 
 @njit
-def _wrap(addr, n, ct):
+def wrap(addr, n, ct):
     """Wrap int64 results in place to the integer compute dtype ``ct`` (numpy's overflow)."""
     z = ptr_like(addr, np.int64(0))
     for i in range(n):
@@ -194,7 +195,7 @@ def _wrap(addr, n, ct):
 
 
 @njit(inline="always")
-def _fake(f, d, addr, st, cap):
+def fake_desc(f, d, addr, st, cap):
     """Make ``f`` a contiguous dynamic-bound descriptor with ``d``'s sizes over ``addr``."""
     nd = d[2]
     f[0] = addr
@@ -204,27 +205,27 @@ def _fake(f, d, addr, st, cap):
     f[4] = cap
     f[5] = 1
     for i in range(nd):
-        f[8 + i] = d[8 + i]
-        f[40 + i] = i
+        f[D_SIZES + i] = d[D_SIZES + i]
+        f[D_DIMORDER + i] = i
     set_strides(f)
 
 
 @njit(inline="always")
-def _finish(src_addr, fake, o, mk, isint):
+def finish(src_addr, fake, o, mk, isint):
     """Resize out ``o`` like the computed ``fake`` and scatter into it."""
     st = resize_to(o, fake[8:24], fake[2])
     if st != OK:
         return st
-    _scatter(src_addr, o, mk, isint)
+    scatter_compute(src_addr, o, mk, isint)
     return OK
 
 
-def _scal(word, mk):
+def scal(word, mk):
     """A Scalar argument word in the compute dtype (numba only)."""
     raise NotImplementedError
 
 
-@overload(_scal, inline="always")
+@overload(scal, inline="always")
 def _ov_scal(word, mk):
     if isinstance(mk, types.Integer):
         return lambda word, mk: word

@@ -126,12 +126,12 @@ def _os_avx() -> bool:
 def path_for(py_fn, magic: tuple | None = None, root=None) -> Path | None:
     """Where the object of the kernel body ``py_fn`` lives (None: not a project kernel),
     under the cache (or ``root``: the shipped kernels, ``kernels.fast.shipped``)."""
-    from pyruntime.kernels.fast._cache import _CACHED_DIRS, _ROOT, cache_name, cache_root, source_key
+    from pyruntime.kernels.fast._cache import CACHED_DIRS, ROOT, cache_name, cache_root, source_key
 
     try:
         src = Path(py_fn.__code__.co_filename).resolve()
         # kernels/ and the delegates' compiled entries: Numba caches them by this key too
-        if not any(src.is_relative_to(_ROOT / d) for d in _CACHED_DIRS):
+        if not any(src.is_relative_to(ROOT / d) for d in CACHED_DIRS):
             return None
     except (AttributeError, OSError, ValueError):
         return None

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.kernels.fast.deferred import njit, overload, types
-from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
-                             ST_I8, ST_U8, load_f64, load_i64, ptr_like, store_f64, store_i64)
+from pyruntime.kernels.fast.nb import (ST_BF16, ST_BOOL, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32,
+                                       ST_I64, ST_I8, ST_U8, load_f64, load_f64_call, load_i64,
+                                       load_i64_call, ptr_like, store_f64_call, store_i64_call)
 
 
 SUPPORTED = (ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F16, ST_F32, ST_F64, ST_BOOL, ST_BF16)
@@ -54,26 +55,6 @@ def _g32(addr, st, i):
     return np.float32(load_i64(addr, st, i))
 
 
-@njit
-def _g64(addr, st, i):
-    return load_f64(addr, st, i)
-
-
-@njit
-def _gi(addr, st, i):
-    return load_i64(addr, st, i)
-
-
-@njit
-def _put_f(addr, st, i, v):
-    store_f64(addr, st, i, v)
-
-
-@njit
-def _put_i(addr, st, i, v):
-    store_i64(addr, st, i, v)
-
-
 def ld(addr, st, i, m):
     """Element ``i`` converted to ``m``'s type (numba only)."""
     raise NotImplementedError
@@ -81,24 +62,16 @@ def ld(addr, st, i, m):
 
 @overload(ld)
 def _ld(addr, st, i, m):
-    if m == types.float32:
-        def impl(addr, st, i, m):
-            if st == ST_F32:
-                return ptr_like(addr, np.float32(0))[i]
-            return _g32(addr, st, i)
-        return impl
-    if m == types.float64:
-        def impl(addr, st, i, m):
-            if st == ST_F64:
-                return ptr_like(addr, np.float64(0))[i]
-            return _g64(addr, st, i)
-        return impl
-    if m == types.int64:
-        def impl(addr, st, i, m):
-            if st == ST_I64:
-                return ptr_like(addr, np.int64(0))[i]
-            return _gi(addr, st, i)
-        return impl
+    # m's own scalar type loads in place, the others convert through a called load
+    for same, code, load in ((types.float32, ST_F32, _g32),
+                             (types.float64, ST_F64, load_f64_call),
+                             (types.int64, ST_I64, load_i64_call)):
+        if m == same:
+            def impl(addr, st, i, m):
+                if st == code:
+                    return ptr_like(addr, m)[i]
+                return load(addr, st, i)
+            return impl
     return None
 
 
@@ -110,5 +83,23 @@ def st_acc(addr, st, i, v):
 @overload(st_acc)
 def _st_acc(addr, st, i, v):
     if isinstance(v, types.Integer):
-        return lambda addr, st, i, v: _put_i(addr, st, i, np.int64(v))
-    return lambda addr, st, i, v: _put_f(addr, st, i, np.float64(v))
+        return lambda addr, st, i, v: store_i64_call(addr, st, i, np.int64(v))
+    return lambda addr, st, i, v: store_f64_call(addr, st, i, np.float64(v))
+
+
+@njit(inline="always")
+def advance_kept(sc, nk, xb, ob, ob2):
+    """Step the kept-dims counter ``sc[W_KC:]`` over its ``nk`` dims by one, moving the x,
+    out and second out offsets by their strides (``W_KX``, ``W_KO``, ``W_KO2``)."""
+    for j in range(nk - 1, -1, -1):
+        sc[W_KC + j] += 1
+        xb += sc[W_KX + j]
+        ob += sc[W_KO + j]
+        ob2 += sc[W_KO2 + j]
+        if sc[W_KC + j] < sc[W_KN + j]:
+            break
+        xb -= sc[W_KX + j] * sc[W_KN + j]
+        ob -= sc[W_KO + j] * sc[W_KN + j]
+        ob2 -= sc[W_KO2 + j] * sc[W_KN + j]
+        sc[W_KC + j] = 0
+    return xb, ob, ob2

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.index.generic_gather import _dim
-from pyruntime.kernels.fast.index_io import ALL, E, INDEX, MASK, _copy_all, _index_at, _xfer
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, elem_size, is_contiguous, lazy, offset_of,
-                             ptr_like, resize_like, resize_to, scratch)
+from pyruntime.kernels.index.generic_gather import wrap_dim
+from pyruntime.kernels.fast.index_io import ALL, E, INDEX, MASK, copy_all, index_at, xfer
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, elem_size, is_contiguous, lazy,
+                                       offset_of, ptr_like, resize_like, resize_to, scratch)
 
 
 # ---- advanced indexing: index.Tensor, index_put(_), index_select, embedding ---------------
@@ -74,8 +75,8 @@ def _adv(block, w):
         w[A_XS] = 0
     else:
         for i in range(xnd):
-            w[A_X + i] = x[8 + i]
-            w[A_XS + i] = x[24 + i] if mode == M_INDEX else o[24 + i]
+            w[A_X + i] = x[D_SIZES + i]
+            w[A_XS + i] = x[D_STRIDES + i] if mode == M_INDEX else o[D_STRIDES + i]
     # masks: their true positions; the broadcast shape of every index
     for j in range(nb):
         w[A_B + j] = 1
@@ -90,7 +91,7 @@ def _adv(block, w):
             if t[2] != m:
                 return INVALID_ARGUMENT
             for i in range(m):
-                if t[8 + i] != w[A_X + d + i]:
+                if t[D_SIZES + i] != w[A_X + d + i]:
                     return INVALID_ARGUMENT
             pos = block[b + 4]
             cnt = 0
@@ -108,7 +109,7 @@ def _adv(block, w):
             r = t[2]
         for i in range(r):
             j = nb - r + i
-            sz = w[iw + 16] if kind == IT_MASK else (t[3] if kind == IT_FLAT else t[8 + i])
+            sz = w[iw + 16] if kind == IT_MASK else (t[3] if kind == IT_FLAT else t[D_SIZES + i])
             if sz != 1:
                 if w[A_B + j] == 1:
                     w[A_B + j] = sz
@@ -119,8 +120,8 @@ def _adv(block, w):
             w[iw + j] = 0
             if i >= 0:
                 if kind == IT_INT:
-                    if t[8 + i] != 1:
-                        w[iw + j] = t[24 + i]
+                    if t[D_SIZES + i] != 1:
+                        w[iw + j] = t[D_STRIDES + i]
                 else:
                     sz = w[iw + 16] if kind == IT_MASK else t[3]
                     if sz != 1:
@@ -136,7 +137,7 @@ def _adv(block, w):
             t = desc(block[b + 1])
             n = w[A_X + block[b + 2]]
             for q in range(t[3]):
-                v = _index_at(t, q)
+                v = index_at(t, q)
                 if v >= n or v < (-n if neg != 0 else 0):
                     return INVALID_ARGUMENT
     # the result: sliced dims [:p], the broadcast dims, sliced dims [p:]
@@ -160,7 +161,7 @@ def _adv(block, w):
             if st != OK:
                 return st
             for r in range(nr):
-                w[A_VS + r] = o[24 + r]
+                w[A_VS + r] = o[D_STRIDES + r]
         else:  # a rank-0 out of a rank-0 self (index_select): one element
             if nr - o[2] != 1 or w[A_R] != 1:
                 return INVALID_ARGUMENT
@@ -172,16 +173,16 @@ def _adv(block, w):
             w[A_VS + r] = 0
         for i in range(nv):
             r = i - (nv - nr)
-            sz = v[8 + i]
+            sz = v[D_SIZES + i]
             if r < 0:
                 if sz != 1:
                     return INVALID_ARGUMENT
             elif sz != 1:
                 if sz != w[A_R + r]:
                     return INVALID_ARGUMENT
-                w[A_VS + r] = v[24 + i]
+                w[A_VS + r] = v[D_STRIDES + i]
         if o[0] != x[0]:
-            _copy_all(x, o, w)
+            copy_all(x, o, w)
     # the block moved per broadcast position: the sliced dims
     for q in range(nsl):
         r = q if q < p else q + nb
@@ -226,15 +227,15 @@ def _adv(block, w):
             else:
                 if kind == IT_FLAT and not is_contiguous(t):
                     e = offset_of(t, e)
-                v = _index_at(t, e)
+                v = index_at(t, e)
                 if v < 0:
                     v += w[A_X + d]
                 xoff += v * w[A_XS + d]
         if mode == M_INDEX:
-            _xfer(x[0] + xoff * xs, x[1], o[0] + roff * os_, o[1], w, ns, 0)
+            xfer(x[0] + xoff * xs, x[1], o[0] + roff * os_, o[1], w, ns, 0)
         else:
             v = desc(block[2])
-            _xfer(v[0] + roff * elem_size(v[1]), v[1], o[0] + xoff * os_, o[1], w, ns,
+            xfer(v[0] + roff * elem_size(v[1]), v[1], o[0] + xoff * os_, o[1], w, ns,
                   1 if mode == M_ACC else 0)
     return OK
 
@@ -319,7 +320,7 @@ def bind_index_put_(ctx, self, indices, values, accumulate):
 
 @register_fast("aten::index_select.out", fallback=True)
 def bind_index_select(ctx, self, dim, index, out):
-    d = _dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     if d is None or index.dtype not in INDEX:
         return None
     return _bind_adv(ctx, M_INDEX, self, [(IT_FLAT, index, d, 1)], None, out,

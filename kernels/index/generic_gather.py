@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
-from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
+from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, clamp_bound, simplify
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.index_io import (ALL, BIG, E, INDEX, R_OFF, _add, _clamp, _copy_all,
-                                           _index_at, _move, _next_row, _rows, _xfer)
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, elem_size, is_float_st, lazy,
-                             load_i64, ptr_like, resize_like, resize_to, scratch, store_f64,
-                             store_i64)
+from pyruntime.kernels.fast.index_io import (ALL, BIG, E, INDEX, R_OFF, add_element, copy_all,
+                                           index_at, move, next_row, start_rows, xfer)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, elem_size,
+                                       is_float_st, lazy, load_i64, ptr_like, resize_like,
+                                       resize_to, scratch, store_f64, store_i64)
 
 
 # ---- gather / scatter / select_scatter / slice_scatter ------------------------------
@@ -26,17 +27,17 @@ GS_WORDS = E + 84
 def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
     nd = ix[2]
     xnd = x[2]
-    n = x[8 + d] if xnd > 0 else 1
-    xsd = x[24 + d] if xnd > 0 else 0
+    n = x[D_SIZES + d] if xnd > 0 else 1
+    xsd = x[D_STRIDES + d] if xnd > 0 else 0
     for i in range(nd):
-        sz = ix[8 + i]
-        if xnd > 0 and i != d and sz > x[8 + i]:
+        sz = ix[D_SIZES + i]
+        if xnd > 0 and i != d and sz > x[D_SIZES + i]:
             return INVALID_ARGUMENT
         if op == OP_SCATTER or op == OP_SCATTER_ADD:
-            if sz > s[8 + i]:
+            if sz > s[D_SIZES + i]:
                 return INVALID_ARGUMENT
     for k in range(ix[3]):  # validate every index before writing anything
-        v = _index_at(ix, k)
+        v = index_at(ix, k)
         if v < 0 or v >= n:
             return INVALID_ARGUMENT
     if op == OP_GATHER:
@@ -49,19 +50,19 @@ def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
         if st != OK:
             return st
         if o[0] != x[0]:
-            _copy_all(x, o, w)
-        osd = o[24 + d] if xnd > 0 else 0
+            copy_all(x, o, w)
+        osd = o[D_STRIDES + d] if xnd > 0 else 0
     for i in range(nd):
-        w[E + i] = ix[8 + i]
-        w[E + 16 + i] = ix[24 + i]
+        w[E + i] = ix[D_SIZES + i]
+        w[E + 16 + i] = ix[D_STRIDES + i]
         w[E + 64 + i] = 0
         if op == OP_GATHER:
-            w[E + 32 + i] = x[24 + i] if xnd > 0 and i != d else 0
-            w[E + 48 + i] = o[24 + i]
+            w[E + 32 + i] = x[D_STRIDES + i] if xnd > 0 and i != d else 0
+            w[E + 48 + i] = o[D_STRIDES + i]
         else:
-            w[E + 32 + i] = o[24 + i] if xnd > 0 and i != d else 0
-            w[E + 48 + i] = s[24 + i] if op != OP_SCATTER_VALUE else 0
-    rows, ln = _rows(w, nd)
+            w[E + 32 + i] = o[D_STRIDES + i] if xnd > 0 and i != d else 0
+            w[E + 48 + i] = s[D_STRIDES + i] if op != OP_SCATTER_VALUE else 0
+    rows, ln = start_rows(w, nd)
     last = max(nd, 1) - 1
     sd = xsd if op == OP_GATHER else osd
     a = x if op == OP_GATHER else s
@@ -84,20 +85,20 @@ def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
         b1 = w[R_OFF + 1]
         b2 = w[R_OFF + 2]
         for j in range(ln):
-            v = _index_at(ix, b0 + j * s0)
+            v = index_at(ix, b0 + j * s0)
             p1 = b1 + j * s1
             p2 = b2 + j * s2
             if op == OP_GATHER:
-                _move(x[0], x[1], p1 + v * xsd, o[0], o[1], p2)
+                move(x[0], x[1], p1 + v * xsd, o[0], o[1], p2)
             elif op == OP_SCATTER:
-                _move(s[0], s[1], p2, o[0], o[1], p1 + v * osd)
+                move(s[0], s[1], p2, o[0], o[1], p1 + v * osd)
             elif op == OP_SCATTER_ADD:
-                _add(s[0], s[1], p2, o[0], o[1], p1 + v * osd)
+                add_element(s[0], s[1], p2, o[0], o[1], p1 + v * osd)
             elif is_float_st(o[1]):
                 store_f64(o[0], o[1], p1 + v * osd, vf)
             else:
                 store_i64(o[0], o[1], p1 + v * osd, vi)
-        _next_row(w, last)
+        next_row(w, last)
     return OK
 
 
@@ -121,7 +122,7 @@ def _gs_bits(op, ix, sp, dp, w, rows, ln, last, sd, m):
                 dst[b2 + j * s2] = src[b1 + j * s1 + v * sd]
             else:
                 dst[b1 + j * s1 + v * sd] = src[b2 + j * s2]
-        _next_row(w, last)
+        next_row(w, last)
 
 
 @njit
@@ -131,18 +132,18 @@ def _region(op, x, s, o, w, d, start, end, step):
     if st != OK:
         return st
     nd = x[2]
-    n = x[8 + d]
+    n = x[D_SIZES + d]
     cnt = 0
     if op == OP_SELECT_SCATTER:
         if start < -n or start >= n:
             return INVALID_ARGUMENT
-        base = (start + n if start < 0 else start) * o[24 + d]
+        base = (start + n if start < 0 else start) * o[D_STRIDES + d]
         rnd = nd - 1
     else:
-        a = _clamp(start, n)
-        b = _clamp(end, n)
+        a = clamp_bound(start, n)
+        b = clamp_bound(end, n)
         cnt = (b - a + step - 1) // step if b > a else 0
-        base = a * o[24 + d]
+        base = a * o[D_STRIDES + d]
         rnd = nd
     if s[2] != rnd:
         return INVALID_ARGUMENT
@@ -150,22 +151,22 @@ def _region(op, x, s, o, w, d, start, end, step):
     for i in range(nd):
         if i == d and op == OP_SELECT_SCATTER:
             continue
-        want = cnt if i == d else x[8 + i]
-        if s[8 + r] != want:
+        want = cnt if i == d else x[D_SIZES + i]
+        if s[D_SIZES + r] != want:
             return INVALID_ARGUMENT
         r += 1
     if o[0] != x[0]:
-        _copy_all(x, o, w)
+        copy_all(x, o, w)
     r = 0
     for i in range(nd):
         if i == d and op == OP_SELECT_SCATTER:
             continue
-        w[W_SZ + r] = s[8 + r]
-        w[W_SS + r] = s[24 + r]
-        w[W_DS + r] = o[24 + i] * (step if i == d else 1)
+        w[W_SZ + r] = s[D_SIZES + r]
+        w[W_SS + r] = s[D_STRIDES + r]
+        w[W_DS + r] = o[D_STRIDES + i] * (step if i == d else 1)
         r += 1
     es = elem_size(o[1])
-    _xfer(s[0], s[1], o[0] + base * es, o[1], w, simplify(w, rnd), 0)
+    xfer(s[0], s[1], o[0] + base * es, o[1], w, simplify(w, rnd), 0)
     return OK
 
 
@@ -181,7 +182,7 @@ def scatter_kernel(block):
     return _gather_scatter(op, x, desc(block[2]), s, o, w, d, bits_to_f64(block[7]), block[8])
 
 
-def _dim(d, n):
+def wrap_dim(d, n):
     """A dim wrapped into [0, max(n, 1)) as ATen does (rank 0 takes 0 and -1), or None."""
     m = max(n, 1)
     if isinstance(d, bool) or not isinstance(d, int) or not -m <= d < m:
@@ -190,7 +191,7 @@ def _dim(d, n):
 
 
 def _bind_gs(ctx, op, self, dim, index, src, out, value=None):
-    d = _dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     if d is None or index.dtype not in INDEX or self.dtype not in ALL or out.dtype not in ALL:
         return None
     if self.ndim == 0:
@@ -246,7 +247,7 @@ def bind_scatter_add(ctx, self, dim, index, src, out):
 
 
 def _bind_region(ctx, op, self, src, dim, start, end, step, out):
-    d = _dim(dim, self.ndim) if self.ndim else None
+    d = wrap_dim(dim, self.ndim) if self.ndim else None
     if d is None or self.dtype not in ALL or src.dtype not in ALL or out.dtype not in ALL \
             or out.ndim != self.ndim:
         return None

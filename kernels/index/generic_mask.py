@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.index_io import ALL, E, MASK, R_OFF, _move, _next_row, _rows
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_contiguous, is_float_st, lazy, load_f64,
-                             load_i64, offset_of, ptr_like, resize_to, scratch, store_i64)
+from pyruntime.kernels.fast.index_io import ALL, E, MASK, R_OFF, move, next_row, start_rows
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_contiguous, is_float_st, lazy,
+                                       load_f64, load_i64, offset_of, ptr_like, resize_to, scratch,
+                                       store_i64)
 
 
 # ---- masks and run-time-sized outs --------------------------------------------------
@@ -35,18 +37,18 @@ def _masked(op, a, mk, src, o, w):
     for i in range(nd):
         ia = i - (nd - na)
         im = i - (nd - nm)
-        da = a[8 + ia] if ia >= 0 else 1
-        dm = mk[8 + im] if im >= 0 and op != K_NONZERO else 1
+        da = a[D_SIZES + ia] if ia >= 0 else 1
+        dm = mk[D_SIZES + im] if im >= 0 and op != K_NONZERO else 1
         if da != dm and da != 1 and dm != 1:
             return INVALID_ARGUMENT
         w[E + i] = da if dm == 1 else dm
-        w[E + 16 + i] = a[24 + ia] if ia >= 0 and da != 1 else 0
-        w[E + 32 + i] = mk[24 + im] if im >= 0 and dm != 1 and op != K_NONZERO else 0
+        w[E + 16 + i] = a[D_STRIDES + ia] if ia >= 0 and da != 1 else 0
+        w[E + 32 + i] = mk[D_STRIDES + im] if im >= 0 and dm != 1 and op != K_NONZERO else 0
         w[E + 48 + i] = 0
         w[E + 64 + i] = 0
         total *= w[E + i]
     m8 = ptr_like(mk[0], np.uint8(0))
-    rows, ln = _rows(w, nd)
+    rows, ln = start_rows(w, nd)
     last = max(nd, 1) - 1
     s0 = w[E + 16 + last]
     s1 = w[E + 32 + last]
@@ -60,7 +62,7 @@ def _masked(op, a, mk, src, o, w):
                     cnt += 1
             elif m8[b1 + j * s1] != 0:
                 cnt += 1
-        _next_row(w, last)
+        next_row(w, last)
     if op == K_SELECT:
         w[MK_OUT] = cnt
         st = resize_to(o, w[MK_OUT:], 1)
@@ -73,10 +75,10 @@ def _masked(op, a, mk, src, o, w):
             return INVALID_ARGUMENT
         st = resize_to(o, w[E:], nd)
         for i in range(nd):
-            w[E + 48 + i] = o[24 + i]
+            w[E + 48 + i] = o[D_STRIDES + i]
     if st != OK:
         return st
-    rows, ln = _rows(w, nd)
+    rows, ln = start_rows(w, nd)
     s2 = w[E + 48 + last]
     q = 0
     dense = is_contiguous(src)
@@ -94,14 +96,14 @@ def _masked(op, a, mk, src, o, w):
                     q += 1
             elif m8[b1 + j * s1] != 0:
                 if op == K_SELECT:
-                    _move(a[0], a[1], p0, o[0], o[1], q * o[24])
+                    move(a[0], a[1], p0, o[0], o[1], q * o[24])
                 else:
-                    _move(src[0], src[1], q if dense else offset_of(src, q), o[0], o[1],
+                    move(src[0], src[1], q if dense else offset_of(src, q), o[0], o[1],
                           b2 + j * s2)
                 q += 1
             elif op == K_SCATTER:
-                _move(a[0], a[1], p0, o[0], o[1], b2 + j * s2)
-        _next_row(w, last)
+                move(a[0], a[1], p0, o[0], o[1], b2 + j * s2)
+        next_row(w, last)
     return OK
 
 

@@ -5,28 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
-from pyruntime.kernels.fast.deferred import intrinsic, njit, types
-from pyruntime.kernels.index.generic_gather import _dim
-from pyruntime.kernels.fast.index_io import ALL, BOOL, E, R_OFF, _move, _next_row
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, is_float_st, lazy, load_f64, load_i64,
-                             resize_to, scratch, store_i64)
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.index.generic_gather import wrap_dim
+from pyruntime.kernels.fast.index_io import ALL, BOOL, E, R_OFF, move, next_row
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, f64_to_bits, is_float_st, lazy,
+                             load_f64, load_i64, resize_to, scratch, store_i64)
 
 
 # ---- topk ---------------------------------------------------------------------------
 # words: a walk over the other dims (strides: self, values, indices), then the heap's keys (k)
 # and positions (k)
 TK_HEAP = R_OFF + 4
-
-
-@intrinsic
-def _f64_bits(typingctx, x):
-    sig = types.int64(types.float64)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-
-    return sig, codegen
 
 
 @njit(inline="always")
@@ -39,7 +30,7 @@ def _key(a, q):
         return np.int64(0x7FFFFFFFFFFFFFFF)
     if v == 0.0:
         return np.int64(0)
-    b = _f64_bits(v)
+    b = f64_to_bits(v)
     return b ^ np.int64(0x7FFFFFFFFFFFFFFF) if b < 0 else b
 
 
@@ -72,29 +63,29 @@ def _sift_down(w, h, k, size, i, largest):
 @njit
 def _topk(a, ov, oi, w, k, d, largest):
     nd = a[2]
-    n = a[8 + d] if nd > 0 else 1
-    sd = a[24 + d] if nd > 0 else 0
+    n = a[D_SIZES + d] if nd > 0 else 1
+    sd = a[D_STRIDES + d] if nd > 0 else 0
     if k > n or (nd == 0 and k != 1):
         return INVALID_ARGUMENT
     for i in range(nd):
-        w[TK_HEAP + i] = k if i == d else a[8 + i]  # (the heap's words, free until used)
+        w[TK_HEAP + i] = k if i == d else a[D_SIZES + i]  # (the heap's words, free until used)
     st = resize_to(ov, w[TK_HEAP:], nd)
     if st == OK:
         st = resize_to(oi, w[TK_HEAP:], nd)
     if st != OK:
         return st
-    vd = ov[24 + d] if nd > 0 else 0
-    idd = oi[24 + d] if nd > 0 else 0
+    vd = ov[D_STRIDES + d] if nd > 0 else 0
+    idd = oi[D_STRIDES + d] if nd > 0 else 0
     m = 0
     rows = 1
     for i in range(nd):
         if i != d:
-            w[E + m] = a[8 + i]
-            w[E + 16 + m] = a[24 + i]
-            w[E + 32 + m] = ov[24 + i]
-            w[E + 48 + m] = oi[24 + i]
+            w[E + m] = a[D_SIZES + i]
+            w[E + 16 + m] = a[D_STRIDES + i]
+            w[E + 32 + m] = ov[D_STRIDES + i]
+            w[E + 48 + m] = oi[D_STRIDES + i]
             w[E + 64 + m] = 0
-            rows *= a[8 + i]
+            rows *= a[D_SIZES + i]
             m += 1
     if k == 0:
         return OK
@@ -134,9 +125,9 @@ def _topk(a, ov, oi, w, k, d, largest):
             _sift_down(w, h, k, size, 0, largest)
         for j in range(k):
             q = w[h + k + j]
-            _move(a[0], a[1], pa + q * sd, ov[0], ov[1], pv + j * vd)
+            move(a[0], a[1], pa + q * sd, ov[0], ov[1], pv + j * vd)
             store_i64(oi[0], oi[1], pi + j * idd, q)
-        _next_row(w, m)
+        next_row(w, m)
     return OK
 
 
@@ -149,7 +140,7 @@ def topk_kernel(block):
 @register_fast("aten::topk.values")
 def bind_topk(ctx, self, k, dim, largest, sorted, values, indices):  # noqa: A002 (schema names)
     # sorted=False may return any order; the sorted order is one (the reference's too)
-    d = _dim(dim, self.ndim)
+    d = wrap_dim(dim, self.ndim)
     if d is None or isinstance(k, bool) or not isinstance(k, int) or k < 0 \
             or self.dtype not in ALL or self.dtype == BOOL or values.dtype not in ALL \
             or indices.dtype not in ALL or values.ndim != self.ndim \

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
-from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_simplified,
-                                      scratch, simplify)
+from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ,
+                                                copy_simplified, resize_with, scratch, simplify)
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, ST_I64, desc, lazy, ptr_like, resize_to
 from pyruntime.kernels.shape.typed import elem_size
 
@@ -37,7 +38,7 @@ def gather_kernel(block):
     nx = x[2]
     ni = ix[2]
     k_count = ix[3]
-    n = x[8 + d]
+    n = x[D_SIZES + d]
     i64 = ptr_like(ix[0], np.int64(0))
     i32 = ptr_like(ix[0], np.int32(0))
     wide = ix[1] == ST_I64
@@ -50,29 +51,25 @@ def gather_kernel(block):
     # the out's sizes; the remaining (non-gathered) dims with their strides on both sides
     nr = 0
     if mode == G_TAKE:
-        ond = ni + nx - 1
         for j in range(ni):
-            w[W_OUT + j] = ix[8 + j]
+            w[W_OUT + j] = ix[D_SIZES + j]
         for i in range(1, nx):
-            w[W_OUT + ni + i - 1] = x[8 + i]
+            w[W_OUT + ni + i - 1] = x[D_SIZES + i]
+        st = resize_to(o, w[W_OUT:], ni + nx - 1)
     else:
-        ond = nx
-        for i in range(nx):
-            w[W_OUT + i] = x[8 + i]
-        w[W_OUT + d] = k_count
-    st = resize_to(o, w[W_OUT:], ond)
+        st = resize_with(o, x, d, k_count, w)
     if st != OK:
         return st
     for i in range(nx):
         if i != d:
-            w[W_SZ + nr] = x[8 + i]
-            w[W_SS + nr] = x[24 + i]
-            w[W_DS + nr] = o[24 + (ni + i - 1 if mode == G_TAKE else i)]
+            w[W_SZ + nr] = x[D_SIZES + i]
+            w[W_SS + nr] = x[D_STRIDES + i]
+            w[W_DS + nr] = o[D_STRIDES + (ni + i - 1 if mode == G_TAKE else i)]
             nr += 1
     nr = simplify(w, nr)
     if nr < 0 or k_count == 0:
         return OK
-    xs = x[24 + d]
+    xs = x[D_STRIDES + d]
     for k in range(k_count):
         v = i64[k] if wide else np.int64(i32[k])
         if v < 0:
@@ -81,11 +78,11 @@ def gather_kernel(block):
             r = k
             off = 0
             for j in range(ni - 1, -1, -1):
-                s = ix[8 + j]
-                off += (r % s) * o[24 + j]
+                s = ix[D_SIZES + j]
+                off += (r % s) * o[D_STRIDES + j]
                 r //= s
         else:
-            off = k * o[24 + d]
+            off = k * o[D_STRIDES + d]
         copy_simplified(x[0] + v * xs * es, o[0] + off * es, w, nr, es)
     return OK
 

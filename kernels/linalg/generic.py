@@ -14,7 +14,7 @@ compute dtype, into a contiguous scratch buffer sized at bind time from the
 tensor's capacity (so any dim order and any dynamic size up to the bound work);
 the result is computed into scratch and scattered into the out with a cast
 (half/bfloat16 round to nearest even). The float algorithms are the existing
-ones where they fit (``conv._conv`` through descriptors made up for the scratch
+ones where they fit (``conv.typed.conv_typed`` through descriptors made up for the scratch
 buffers; ``norm``'s layer/group/batch-norm bodies); the rest is a direct loop.
 Matrix products and convolutions add in ExecuTorch's order (each output a
 running sum from zero); half types accumulate in float32 here. A single-row linear
@@ -27,12 +27,13 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext import from_numpy_dtype, to_numpy_dtype
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.blas import matmul_strided
 from pyruntime.kernels.fast.deferred import njit, overload, types
-from pyruntime.kernels.fast.nn_io import SUPPORTED, _cv, _gather, _scal, _scatter, _wrap
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I64,
-                             cast_like, desc, lazy, ptr_like, resize_to, scratch)
+from pyruntime.kernels.fast.nn_io import SUPPORTED, cv, gather_compute, scal, scatter_compute, wrap
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BF16, ST_F16, ST_F32, ST_F64,
+                                       ST_I64, cast_like, desc, lazy, ptr_like, resize_to, scratch)
 from pyruntime.kernels.promote import compute_dtype, result_type
 
 
@@ -81,17 +82,17 @@ def _dot_body(A, W, kind, m, n, k, C, mk):
             s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
             p = 0
             while p + 8 <= k:
-                s0 += A[a + p] * _cv(W[w + p], kind)
-                s1 += A[a + p + 1] * _cv(W[w + p + 1], kind)
-                s2 += A[a + p + 2] * _cv(W[w + p + 2], kind)
-                s3 += A[a + p + 3] * _cv(W[w + p + 3], kind)
-                s4 += A[a + p + 4] * _cv(W[w + p + 4], kind)
-                s5 += A[a + p + 5] * _cv(W[w + p + 5], kind)
-                s6 += A[a + p + 6] * _cv(W[w + p + 6], kind)
-                s7 += A[a + p + 7] * _cv(W[w + p + 7], kind)
+                s0 += A[a + p] * cv(W[w + p], kind)
+                s1 += A[a + p + 1] * cv(W[w + p + 1], kind)
+                s2 += A[a + p + 2] * cv(W[w + p + 2], kind)
+                s3 += A[a + p + 3] * cv(W[w + p + 3], kind)
+                s4 += A[a + p + 4] * cv(W[w + p + 4], kind)
+                s5 += A[a + p + 5] * cv(W[w + p + 5], kind)
+                s6 += A[a + p + 6] * cv(W[w + p + 6], kind)
+                s7 += A[a + p + 7] * cv(W[w + p + 7], kind)
                 p += 8
             while p < k:
-                s0 += A[a + p] * _cv(W[w + p], kind)
+                s0 += A[a + p] * cv(W[w + p], kind)
                 p += 1
             C[i * n + j] = cast_like(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), mk)
 
@@ -172,14 +173,14 @@ def _mm_run(block, mk, item):
         onr = 3
     elif op == OP_LINEAR:  # input (..., k) @ weight (n, k).T, or @ weight (k,)
         nd = a[2]
-        k = a[8 + nd - 1]
+        k = a[D_SIZES + nd - 1]
         n = b[8] if b[2] == 2 else 1
-        if b[8 + b[2] - 1] != k:
+        if b[D_SIZES + b[2] - 1] != k:
             return INVALID_ARGUMENT
         m = 1
         for i in range(nd - 1):
-            sz[i] = a[8 + i]
-            m *= a[8 + i]
+            sz[i] = a[D_SIZES + i]
+            m *= a[D_SIZES + i]
         onr = nd - 1
         if b[2] == 2:
             sz[nd - 1] = n
@@ -197,7 +198,7 @@ def _mm_run(block, mk, item):
         s = desc(block[M_S])
         r = s[2]
         sm = s[8] if r == 2 else 1
-        sn = s[8 + r - 1] if r >= 1 else 1
+        sn = s[D_SIZES + r - 1] if r >= 1 else 1
         if (sm != 1 and sm != m) or (sn != 1 and sn != n):
             return INVALID_ARGUMENT
         srs = sn if sm != 1 else 0
@@ -208,11 +209,11 @@ def _mm_run(block, mk, item):
     if o[3] == 0:
         return OK
     pa, pb, pc = block[M_SA], block[M_SB], block[M_SC]
-    _gather(pa, a, mk)
+    gather_compute(pa, a, mk)
     direct = op == OP_LINEAR and m == 1 and block[M_CT] == 0 and _dot_direct(pa, b, m, n, k,
                                                                             pc, mk)
     if not direct:
-        _gather(pb, b, mk)
+        gather_compute(pb, b, mk)
     brs, bcs = (1, k) if op == OP_LINEAR else (n, 1)
     for i in range(0 if direct else nb):
         st = _mm_core(block[M_FN], m, n, k, pa + i * m * k * item, pb + i * k * n * item,
@@ -221,21 +222,21 @@ def _mm_run(block, mk, item):
             return st
     c = ptr_like(pc, mk)
     if block[M_HASAL] != 0:
-        alpha = _scal(block[M_AL], mk)
+        alpha = scal(block[M_AL], mk)
         for i in range(m * n):
             c[i] = c[i] * alpha
     if bmode:
-        _gather(block[M_SS], desc(block[M_S]), mk)
+        gather_compute(block[M_SS], desc(block[M_S]), mk)
         sv = ptr_like(block[M_SS], mk)
-        beta = _scal(block[M_BE], mk)
+        beta = scal(block[M_BE], mk)
         for i in range(m):
             for j in range(n):
                 v = sv[i * srs + j * scs]
                 c[i * n + j] = c[i * n + j] + (v * beta if bmode == 2 else v)
     isint = block[M_CT] != 0
     if isint:
-        _wrap(pc, nb * m * n, block[M_CT])
-    _scatter(pc, o, mk, isint)
+        wrap(pc, nb * m * n, block[M_CT])
+    scatter_compute(pc, o, mk, isint)
     return OK
 
 
@@ -248,7 +249,7 @@ def mm_any_kernel(block):
     return _mm_run(block, np.int64(0), 8)
 
 
-def _compute(*ts):
+def compute_codes(*ts):
     """(mk code, integer compute code or 0, item size) for the reference's compute dtype."""
     if any(t is not None and t.scalar_type not in SUPPORTED for t in ts):
         return None
@@ -293,14 +294,14 @@ def _bind_mm(ctx, op, comp, a, b, out, s=None, alpha=1, beta=0, bmode=0):
 def bind_mm_any(ctx, self, mat2, out):
     if self.ndim != 2 or mat2.ndim != 2 or out.ndim != 2:
         return None
-    return _bind_mm(ctx, OP_MM, _compute(self, mat2), self, mat2, out)
+    return _bind_mm(ctx, OP_MM, compute_codes(self, mat2), self, mat2, out)
 
 
 @register_fast("aten::bmm.out", fallback=True)
 def bind_bmm_any(ctx, self, mat2, out):
     if self.ndim != 3 or mat2.ndim != 3 or out.ndim != 3:
         return None
-    return _bind_mm(ctx, OP_BMM, _compute(self, mat2), self, mat2, out)
+    return _bind_mm(ctx, OP_BMM, compute_codes(self, mat2), self, mat2, out)
 
 
 @register_fast("aten::addmm.out", fallback=True)
@@ -310,7 +311,7 @@ def bind_addmm_any(ctx, self, mat1, mat2, beta, alpha, out):
     if beta != 0 and self.ndim > 2:  # the reference raises: self must broadcast to (m, n)
         return None
     bmode = 0 if beta == 0 else (1 if beta == 1 else 2)  # beta == 0 ignores self's values
-    return _bind_mm(ctx, OP_ADDMM, _compute(self, mat1, mat2), mat1, mat2, out,
+    return _bind_mm(ctx, OP_ADDMM, compute_codes(self, mat1, mat2), mat1, mat2, out,
                     self if bmode else None, alpha, beta, bmode)
 
 
@@ -322,5 +323,5 @@ def bind_linear_any(ctx, input, weight, bias, out):  # noqa: A002 - schema names
         return None
     if bias is not None and (bias.ndim > 1 or (weight.ndim == 1 and bias.ndim > 0)):
         return None  # a bias that would broadcast the result to another shape
-    return _bind_mm(ctx, OP_LINEAR, _compute(input, weight, bias), input, weight, out, bias,
+    return _bind_mm(ctx, OP_LINEAR, compute_codes(input, weight, bias), input, weight, out, bias,
                     1, 1, 0 if bias is None else 1)

@@ -7,10 +7,12 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.spatial_io import _ldx, _stx
-from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, bits_to_f64, desc, lazy, resize_to, scratch
+from pyruntime.kernels.fast.spatial_io import ldx, stx
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, lazy, resize_to,
+                                       scratch)
 
 
 # ---- pairwise distances -----------------------------------------------------------------
@@ -22,7 +24,7 @@ def _pnorm(a, ab, at, b, bb, bt, M, p):
     """p-norm of row a[ab + k*at] - b[bb + k*bt] over k < M, with ATen's special cases."""
     s = 0.0
     for k in range(M):
-        d = abs(_ldx(a[0], a[1], ab + k * at) - _ldx(b[0], b[1], bb + k * bt))
+        d = abs(ldx(a[0], a[1], ab + k * at) - ldx(b[0], b[1], bb + k * bt))
         if p == 0.0:
             s += 1.0 if d != 0.0 else 0.0
         elif p == 1.0:
@@ -45,7 +47,7 @@ def _pnorm(a, ab, at, b, bb, bt, M, p):
 def _sqnorm(a, ab, at, M):
     s = 0.0
     for k in range(M):
-        v = _ldx(a[0], a[1], ab + k * at)
+        v = ldx(a[0], a[1], ab + k * at)
         s += v * v
     return s
 
@@ -53,17 +55,17 @@ def _sqnorm(a, ab, at, M):
 @njit
 def _cdist(a, b, o, p, mode, sc):
     na, nb, no = a[2], b[2], o[2]
-    P, M = a[8 + na - 2], a[8 + na - 1]
-    R = b[8 + nb - 2]
-    if b[8 + nb - 1] != M or no != max(na, nb):
+    P, M = a[D_SIZES + na - 2], a[D_SIZES + na - 1]
+    R = b[D_SIZES + nb - 2]
+    if b[D_SIZES + nb - 1] != M or no != max(na, nb):
         return INVALID_ARGUMENT
     nbt = no - 2
     nbatch = 1
     for i in range(nbt):  # broadcast batch dims, aligned right
         ia = i - (nbt - (na - 2))
         ib = i - (nbt - (nb - 2))
-        da = a[8 + ia] if ia >= 0 else 1
-        db = b[8 + ib] if ib >= 0 else 1
+        da = a[D_SIZES + ia] if ia >= 0 else 1
+        db = b[D_SIZES + ib] if ib >= 0 else 1
         if da != db and da != 1 and db != 1:
             return INVALID_ARGUMENT
         sc[i] = da if db == 1 else db
@@ -76,8 +78,8 @@ def _cdist(a, b, o, p, mode, sc):
     use_mm = p == 2.0 and (mode == 1 or (mode == 0 and (P > 25 or R > 25)))
     an = np.zeros(P if use_mm else 1, np.float64)
     bn = np.zeros(R if use_mm else 1, np.float64)
-    ap, am = a[24 + na - 2], a[24 + na - 1]
-    bp, bm = b[24 + nb - 2], b[24 + nb - 1]
+    ap, am = a[D_STRIDES + na - 2], a[D_STRIDES + na - 1]
+    bp, bm = b[D_STRIDES + nb - 2], b[D_STRIDES + nb - 1]
     for t in range(nbatch):
         ao = 0
         bo = 0
@@ -88,11 +90,11 @@ def _cdist(a, b, o, p, mode, sc):
             k //= sc[i]
             ia = i - (nbt - (na - 2))
             ib = i - (nbt - (nb - 2))
-            if ia >= 0 and a[8 + ia] != 1:
-                ao += idx * a[24 + ia]
-            if ib >= 0 and b[8 + ib] != 1:
-                bo += idx * b[24 + ib]
-            oo += idx * o[24 + i]
+            if ia >= 0 and a[D_SIZES + ia] != 1:
+                ao += idx * a[D_STRIDES + ia]
+            if ib >= 0 and b[D_SIZES + ib] != 1:
+                bo += idx * b[D_STRIDES + ib]
+            oo += idx * o[D_STRIDES + i]
         if use_mm:
             for i in range(P):
                 an[i] = _sqnorm(a, ao + i * ap, am, M)
@@ -103,12 +105,12 @@ def _cdist(a, b, o, p, mode, sc):
                 if use_mm:  # ATen's _euclidean_dist: |a|^2 + |b|^2 - 2 a.b, clamped at zero
                     dot = 0.0
                     for m in range(M):
-                        dot += _ldx(a[0], a[1], ao + i * ap + m * am) * _ldx(
+                        dot += ldx(a[0], a[1], ao + i * ap + m * am) * ldx(
                             b[0], b[1], bo + j * bp + m * bm)
                     v = math.sqrt(max(an[i] + bn[j] - 2 * dot, 0.0))
                 else:
                     v = _pnorm(a, ao + i * ap, am, b, bo + j * bp, bm, M, p)
-                _stx(o[0], o[1], oo + i * o[24 + nbt] + j * o[24 + nbt + 1], v)
+                stx(o[0], o[1], oo + i * o[D_STRIDES + nbt] + j * o[D_STRIDES + nbt + 1], v)
     return OK
 
 
@@ -124,7 +126,7 @@ def _pdist(x, o, p, sc):
     q = 0
     for i in range(N):
         for j in range(i + 1, N):
-            _stx(o[0], o[1], q * o[24],
+            stx(o[0], o[1], q * o[24],
                       _pnorm(x, i * x[24], x[25], x, j * x[24], x[25], M, p))
             q += 1
     return OK

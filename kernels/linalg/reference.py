@@ -74,14 +74,19 @@ def _scalar(v, ct):
     return ct.type(v)
 
 
+def check_mm(op, name, a, mat2):
+    """Raise as the reference does unless ``a`` (argument ``name``) @ ``mat2`` is a matmul."""
+    _mat(op, name, a, 2)
+    _mat(op, "mat2", mat2, 2)
+    if a.shape[1] != mat2.shape[0]:
+        raise _bad(op, "mat2", f"{a.shape[1]} rows to match {name} {a.describe()}",
+                   mat2.describe())
+
+
 @register("aten::mm.out")
 def mm_out(self, mat2, out):
     op = "aten::mm.out"
-    _mat(op, "self", self, 2)
-    _mat(op, "mat2", mat2, 2)
-    if self.shape[1] != mat2.shape[0]:
-        raise _bad(op, "mat2", f"{self.shape[1]} rows to match self {self.describe()}",
-                   mat2.describe())
+    check_mm(op, "self", self, mat2)
     ct = compute_dtype(result_type(self, mat2))
     _no_bool(op, ct)
     out.write(ordered_matmul(self.numpy(), mat2.numpy(), ct))
@@ -103,11 +108,7 @@ def bmm_out(self, mat2, out):
 @register("aten::addmm.out")
 def addmm_out(self, mat1, mat2, beta, alpha, out):
     op = "aten::addmm.out"
-    _mat(op, "mat1", mat1, 2)
-    _mat(op, "mat2", mat2, 2)
-    if mat1.shape[1] != mat2.shape[0]:
-        raise _bad(op, "mat2", f"{mat1.shape[1]} rows to match mat1 {mat1.describe()}",
-                   mat2.describe())
+    check_mm(op, "mat1", mat1, mat2)
     ct = result_type(self, mat1, mat2)
     _no_bool(op, ct)
     # portable addmm: the sum in the tensor's own type, then sum * alpha + self * beta

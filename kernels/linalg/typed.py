@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
@@ -42,8 +43,8 @@ def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1, c0, c1):
     (just out + s unless ``scaled``), ``s`` rank <= 2 broadcast. Returns a status."""
     r = s[2]
     sm, rs = (s[8], s[24]) if r == 2 else (1, 0)
-    sn = s[8 + r - 1] if r >= 1 else 1
-    cs = s[24 + r - 1] if r >= 1 else 0
+    sn = s[D_SIZES + r - 1] if r >= 1 else 1
+    cs = s[D_STRIDES + r - 1] if r >= 1 else 0
     if r > 2 or (sm != 1 and sm != m) or (sn != 1 and sn != n):
         return INVALID_ARGUMENT
     rs = rs if sm != 1 else 0
@@ -74,18 +75,18 @@ def _matmul(block, alpha, beta, mk, item):
         ars, acs, brs, bcs = a[25], a[26], b[25], b[26]
     elif op == OP_LINEAR:  # input (..., k) @ weight(n, k).T + bias
         nd = a[2]
-        if nd < 1 or b[2] != 2 or a[8 + nd - 1] != b[9] or o[2] != nd:
+        if nd < 1 or b[2] != 2 or a[D_SIZES + nd - 1] != b[9] or o[2] != nd:
             return INVALID_ARGUMENT
         k, n = b[9], b[8]
         m = 1
         sizes = np.empty(16, np.int64)
         for i in range(nd - 1):
-            sizes[i] = a[8 + i]
-            m *= a[8 + i]
+            sizes[i] = a[D_SIZES + i]
+            m *= a[D_SIZES + i]
         sizes[nd - 1] = n
         st = resize_to(o, sizes, nd)
         # a rank-2 input may be transposed; higher ranks are contiguous (checked at bind)
-        ars, acs, brs, bcs = (a[24] if nd == 2 else k), a[24 + nd - 1], b[25], b[24]
+        ars, acs, brs, bcs = (a[24] if nd == 2 else k), a[D_STRIDES + nd - 1], b[25], b[24]
     else:  # mm / addmm
         if a[2] != 2 or b[2] != 2 or a[9] != b[8]:
             return INVALID_ARGUMENT

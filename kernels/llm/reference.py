@@ -36,7 +36,7 @@ def _invalid(op: str, arg: str, expected: str, got) -> ExecuTorchError:
     return ExecuTorchError(ErrorCode.InvalidArgument, f"llama::{op}: {arg}: expected {expected}, got {got}")
 
 
-def _is_float(dt) -> bool:
+def is_float(dt) -> bool:
     dt = np.dtype(dt)
     return dt.kind == "f" or dt.name == "bfloat16"
 
@@ -118,7 +118,7 @@ def _sdpa(op, query, key, value, start_pos, attn_mask, is_causal, scale, out):
     for name, t in (("key", key), ("value", value)):
         if t.dtype != query.dtype:
             raise _invalid(op, name, f"the dtype of query ({query.dtype.name})", t.dtype.name)
-    if not _is_float(query.dtype):
+    if not is_float(query.dtype):
         raise _invalid(op, "query", "float32, float16 or bfloat16", query.dtype.name)
     b, s, hq, d = query.sizes
     if key.sizes != value.sizes or key.sizes[0] != b or key.sizes[3] != d:
@@ -131,7 +131,7 @@ def _sdpa(op, query, key, value, start_pos, attn_mask, is_causal, scale, out):
     if attn_mask is not None:
         if is_causal:
             raise _invalid(op, "attn_mask", "None when is_causal is set", attn_mask.describe())
-        if attn_mask.shape != (s, kv_len) or not _is_float(attn_mask.dtype):
+        if attn_mask.shape != (s, kv_len) or not is_float(attn_mask.dtype):
             raise _invalid(op, "attn_mask", f"a float mask [{s}, {kv_len}]", attn_mask.describe())
         mask = attn_mask.numpy().astype(F32)
     elif not 0 <= start_pos or start_pos + s > kv_len:
@@ -164,7 +164,7 @@ def sdpa_with_kv_cache_out(query, key, value, key_cache, value_cache, start_pos,
 def fast_hadamard_transform_out(mat, out):
     """Normalized Walsh-Hadamard transform (Sylvester order) over the last dim, a power of 2."""
     op = "fast_hadamard_transform.out"
-    if mat.dtype != out.dtype or not _is_float(mat.dtype):
+    if mat.dtype != out.dtype or not is_float(mat.dtype):
         raise _invalid(op, "out", f"a float tensor of mat's dtype ({mat.dtype.name})", out.dtype.name)
     x = mat.numpy().astype(F32)
     n = x.shape[-1] if x.ndim else 1

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
-from pyruntime.kernels.llm.reference import _is_float, attention
+from pyruntime.kernels.llm.reference import is_float, attention
 from pyruntime.kernels.registry import register
 
 F32 = np.dtype(np.float32)
@@ -77,7 +77,7 @@ def check_quantized_sdpa(op, query, key, value, start_pos, attn_mask, is_causal,
         _need(t.dtype == query.dtype, op, name, f"the dtype of query ({query.dtype.name})",
               t.dtype.name)
     quantized = query.dtype == I8
-    _need(quantized or _is_float(query.dtype), op, "query",
+    _need(quantized or is_float(query.dtype), op, "query",
           "int8, float32, float16 or bfloat16", query.dtype.name)
     want = F32 if quantized else query.dtype
     _need(out.dtype == want, op, "out", f"a {want.name} tensor (query is {query.dtype.name})",
@@ -101,7 +101,7 @@ def check_quantized_sdpa(op, query, key, value, start_pos, attn_mask, is_causal,
     hk, kv_len = key.shape[hd], key.shape[sd]
     _need(hk > 0 and hq % hk == 0, op, "key", f"a kv head count dividing {hq} query heads", hk)
     if attn_mask is not None:
-        _need(attn_mask.shape == (s, kv_len) and _is_float(attn_mask.dtype), op, "attn_mask",
+        _need(attn_mask.shape == (s, kv_len) and is_float(attn_mask.dtype), op, "attn_mask",
               f"a float mask [{s}, {kv_len}]", attn_mask.describe())
     else:
         _need(0 <= start_pos and start_pos + s <= kv_len, op, "start_pos",

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.llm.typed_attention import fits as few_rows_fits_py
@@ -32,9 +33,10 @@ from pyruntime.kernels.llm.typed_attention import scratch_nb as few_rows_scratch
 from pyruntime.kernels.llm.typed_attention import weighted_values as few_rows_values
 from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc, f32_from_bits,
-                             is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_like,
-                             resize_to, same_shape, store_f64, sum_seg)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc,
+                                       f32_from_bits, is_contiguous, lazy, load_f64, offset_of,
+                                       ptr_like, resize_like, resize_to, same_shape, store_f64,
+                                       sum_seg)
 
 NOT_IMPLEMENTED = 0x11
 FLOATS = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), to_numpy_dtype(15)}
@@ -117,14 +119,9 @@ def _update_indices(v, c, ix, esize):
 # ---- attention -------------------------------------------------------------------------
 
 @njit
-def _f32_rows(d, st, rows, buf, strides):
-    """Address and (batch, seq, head) strides of ``d[:, :rows]`` as float32 with a unit
-    innermost stride: in place when it already is, else converted into ``buf``."""
-    if st == ST_F32 and (d[27] == 1 or d[11] <= 1):
-        strides[0] = d[24]
-        strides[1] = d[25]
-        strides[2] = d[26]
-        return d[0]
+def f32_stage(d, st, rows, buf, back):
+    """Convert ``d[:, :rows]`` (4-d, scalar type ``st``, any strides) into the packed
+    float32 buffer at ``buf``, or (``back``) the buffer back into it."""
     nb, nh, nd = d[8], d[10], d[11]
     p = ptr_like(buf, np.float32(0))
     k = 0
@@ -133,8 +130,24 @@ def _f32_rows(d, st, rows, buf, strides):
             for h in range(nh):
                 base = b * d[24] + s * d[25] + h * d[26]
                 for i in range(nd):
-                    p[k] = np.float32(load_f64(d[0], st, base + i * d[27]))
+                    if back:
+                        store_f64(d[0], st, base + i * d[27], np.float64(p[k]))
+                    else:
+                        p[k] = np.float32(load_f64(d[0], st, base + i * d[27]))
                     k += 1
+
+
+@njit
+def _f32_rows(d, st, rows, buf, strides):
+    """Address and (batch, seq, head) strides of ``d[:, :rows]`` as float32 with a unit
+    innermost stride: in place when it already is, else converted into ``buf``."""
+    if st == ST_F32 and (d[27] == 1 or d[11] <= 1):
+        strides[0] = d[24]
+        strides[1] = d[25]
+        strides[2] = d[26]
+        return d[0]
+    f32_stage(d, st, rows, buf, False)
+    nh, nd = d[10], d[11]
     strides[0] = rows * nh * nd
     strides[1] = nh * nd
     strides[2] = nd
@@ -222,6 +235,16 @@ def _softmax_rows(psc, rows, per, L, start, scale, causal, has_mask, m, mst):
             sc[j] = 0
 
 
+@njit(inline="always")
+def attn_span(mask_addr, q, S, kv, start):
+    """(the mask's descriptor, or ``q`` without one; how many key positions S query rows
+    attend): -1 positions for a mask that is not (S, kv) or S rows from ``start`` past kv."""
+    if mask_addr != 0:
+        m = desc(mask_addr)
+        return m, kv if m[2] == 2 and m[8] == S and m[9] == kv else -1
+    return q, start + S if start >= 0 and start + S <= kv else -1
+
+
 @njit
 def _sdpa(blk, q, k, v, o, start):
     fn = blk[1]
@@ -232,15 +255,9 @@ def _sdpa(blk, q, k, v, o, start):
     if hk == 0 or hq % hk:
         return INVALID_ARGUMENT
     causal = blk[7] != 0
-    m = desc(blk[6]) if blk[6] != 0 else q
-    if blk[6] != 0:
-        if m[2] != 2 or m[8] != S or m[9] != kv:
-            return INVALID_ARGUMENT
-        L = kv
-    else:
-        if start < 0 or start + S > kv:
-            return INVALID_ARGUMENT
-        L = start + S
+    m, L = attn_span(blk[6], q, S, kv, start)
+    if L < 0:
+        return INVALID_ARGUMENT
     if blk[9] != 0:
         scale = np.float32(bits_to_f64(blk[8]))
     elif D == 0:
@@ -307,15 +324,7 @@ def _sdpa(blk, q, k, v, o, start):
                 if st != OK:
                     return st
     if not direct:
-        src = ptr_like(oa, np.float32(0))
-        k4 = 0
-        for b in range(nb):
-            for s in range(S):
-                for h in range(hq):
-                    base = b * o[24] + s * o[25] + h * o[26]
-                    for i in range(D):
-                        store_f64(o[0], ost, base + i * o[27], np.float64(src[k4]))
-                        k4 += 1
+        f32_stage(o, ost, S, oa, True)
     return OK
 
 
@@ -327,7 +336,7 @@ def _hadamard(x, o, st, buf, cap):
     if s != OK:
         return s
     nd = x[2]
-    n = x[8 + nd - 1] if nd else 1
+    n = x[D_SIZES + nd - 1] if nd else 1
     if n & (n - 1):
         return NOT_IMPLEMENTED  # 28 * 2**k sizes are not carried (nor by the reference)
     if x[3] == 0:

@@ -23,7 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from pyruntime.kernels.fast.deferred import cgutils, intrinsic, njit, types
-from pyruntime.kernels.fast.gemm import MR, _mk
+from pyruntime.kernels.fast.gemm import MR, micro_kernel
 from pyruntime.kernels.fast.nb import ptr_like
 
 LANES = 8
@@ -125,7 +125,7 @@ def weighted_values(rows, n, d, psc, pa, pv, vrs, po, ors):
             a[j * MR + r] = sc[r * n + j]
     zero = np.float32(0)
     for c in range(0, d, COLS):
-        _mk(rows, pa, pv + 4 * c, vrs, po + 4 * c, ors, n, 0, zero)
+        micro_kernel(rows, pa, pv + 4 * c, vrs, po + 4 * c, ors, n, 0, zero)
 
 
 def scratch_floats(rows, n):

@@ -22,14 +22,17 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.kernels.llm import reference_extra as ref
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.blas import NO_TRANS, TRANS, gemm, gemm_addr
 from pyruntime.kernels.fast.copy_engine import SCRATCH_WORDS, W_DS, W_SS, W_SZ, copy_nd, scratch
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, bits_to_f64,
-                             desc, is_contiguous, lazy, load_f64, ptr_like, resize_to, store_f64)
+from pyruntime.kernels.llm.typed import attn_span
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8,
+                                       bits_to_f64, desc, is_contiguous, lazy, load_f64, ptr_like,
+                                       resize_to, store_f64)
 
 F32 = np.dtype(np.float32)
 NEG_INF = -np.inf
@@ -48,7 +51,7 @@ def _checked(check, *args) -> bool:
 
 @njit(inline="always")
 def _off(t, b, s, h, d, sd, hd):
-    return b * t[24] + s * t[24 + sd] + h * t[24 + hd] + d * t[27]
+    return b * t[24] + s * t[D_STRIDES + sd] + h * t[D_STRIDES + hd] + d * t[27]
 
 
 @njit(inline="always")
@@ -103,7 +106,7 @@ def _qparams_ok(t, zq, sq):
         if a[2] != 4 or a[11] < 1:
             return False
         for i in range(3):
-            if a[8 + i] != t[8 + i]:
+            if a[D_SIZES + i] != t[D_SIZES + i]:
                 return False
     return True
 
@@ -118,10 +121,10 @@ def sdpa_kernel(block):
     causal = block[7] != 0
     sd, hd = (2, 1) if block[8] != 0 else (1, 2)
     scale32 = np.float32(bits_to_f64(block[9]))
-    nb, ns, nh, nd = q[8], q[8 + sd], q[8 + hd], q[11]
-    nl, nhk = k[8 + sd], k[8 + hd]
+    nb, ns, nh, nd = q[8], q[D_SIZES + sd], q[D_SIZES + hd], q[11]
+    nl, nhk = k[D_SIZES + sd], k[D_SIZES + hd]
     for i in range(4):
-        if v[8 + i] != k[8 + i]:
+        if v[D_SIZES + i] != k[D_SIZES + i]:
             return INVALID_ARGUMENT
     if k[8] != nb or k[11] != nd or nhk <= 0 or nh % nhk != 0:
         return INVALID_ARGUMENT
@@ -129,15 +132,9 @@ def sdpa_kernel(block):
                       and _qparams_ok(v, block[14], block[15])):
         return INVALID_ARGUMENT
     has_mask = block[4] != 0
-    m = desc(block[4] if has_mask else block[0])
-    if has_mask:
-        if m[2] != 2 or m[8] != ns or m[9] != nl:
-            return INVALID_ARGUMENT
-        length = nl
-    else:
-        if start < 0 or start + ns > nl:
-            return INVALID_ARGUMENT
-        length = start + ns
+    m, length = attn_span(block[4], q, ns, nl, start)
+    if length < 0:
+        return INVALID_ARGUMENT
     st = resize_to(o, q[8:12], 4)
     if st != OK:
         return st
@@ -512,13 +509,13 @@ def move_kernel(block):
     if block[0] == OP_FALLBACK:
         nd = a[2]
         for i in range(nd):
-            w[W_SZ + i] = a[8 + i]
-            w[W_SS + i] = a[24 + i]
+            w[W_SZ + i] = a[D_SIZES + i]
+            w[W_SS + i] = a[D_STRIDES + i]
         st = resize_to(o, w, nd)
         if st != OK:
             return st
         for i in range(nd):
-            w[W_DS + i] = o[24 + i]
+            w[W_DS + i] = o[D_STRIDES + i]
         copy_nd(a[0], o[0], w, nd, es)
         return OK
     ts = block[5]

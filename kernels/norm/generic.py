@@ -7,15 +7,17 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.conv.generic import G_OFF
-from pyruntime.kernels.linalg.generic import _compute
-from pyruntime.kernels.fast.nn_io import FAKE_WORDS, SUPPORTED, _fake, _finish, _gather, _scatter
+from pyruntime.kernels.linalg.generic import compute_codes
+from pyruntime.kernels.fast.nn_io import (FAKE_WORDS, SUPPORTED, fake_desc, finish, gather_compute,
+                                          scatter_compute)
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
-                             bits_to_f64, cast_like, desc, lazy, ptr_like, resize_to, scratch,
-                             sum_seg)
-from pyruntime.kernels.norm.typed import _bn_typed, _gn_typed, _ln_typed
+                             bits_to_f64, cast_like, desc, lazy, ptr_like, resize_both, resize_to,
+                             scratch, sum_seg)
+from pyruntime.kernels.norm.typed import bn_typed, gn_typed, ln_typed
 
 
 # ---- normalization -----------------------------------------------------------------
@@ -36,14 +38,14 @@ def _in(blk, i, fi, stc):
         return 0
     d = desc(blk[i])
     fa = blk[B_FAKE] + fi * 512
-    _fake(desc(fa), d, blk[i + 11], stc, d[3])
+    fake_desc(desc(fa), d, blk[i + 11], stc, d[3])
     return fa
 
 
 @njit
 def _gather_in(blk, i, mk):
     if blk[i] != 0:
-        _gather(blk[i + 11], desc(blk[i]), mk)
+        gather_compute(blk[i + 11], desc(blk[i]), mk)
 
 
 @njit(error_model="numpy")
@@ -56,7 +58,7 @@ def _bn_train(x, w_addr, b_addr, rm_addr, rv_addr, o0, o1, o2, eps, mom, sc, m):
     N, C = x[8], x[9]
     inner = 1
     for i in range(2, nd):
-        inner *= x[8 + i]
+        inner *= x[D_SIZES + i]
     cnt = N * inner
     if C == 0 or cnt == 0:
         return INVALID_ARGUMENT  # the reference needs a value per channel
@@ -67,10 +69,7 @@ def _bn_train(x, w_addr, b_addr, rm_addr, rv_addr, o0, o1, o2, eps, mom, sc, m):
     if st != OK:
         return st
     sc[0] = C
-    st = resize_to(o1, sc, 1)
-    if st != OK:
-        return st
-    st = resize_to(o2, sc, 1)
+    st = resize_both(o1, o2, sc, 1)
     if st != OK:
         return st
     xv = ptr_like(x[0], m)
@@ -137,31 +136,31 @@ def _norm_run(blk, mk, item):
     for j in range(3):
         if blk[B_O0 + j] != 0:
             od = desc(blk[B_O0 + j])
-            _fake(fo[j], od, blk[B_SO0 + j], stc, od[4])
+            fake_desc(fo[j], od, blk[B_SO0 + j], stc, od[4])
     if op == N_BN:
-        st = _bn_typed(desc(fx), fw, fb, desc(frm), desc(frv), eps, fo[0], fo[1], fo[2], sc, mk)
+        st = bn_typed(desc(fx), fw, fb, desc(frm), desc(frv), eps, fo[0], fo[1], fo[2], sc, mk)
     elif op == N_BNTRAIN:
         st = _bn_train(desc(fx), fw, fb, frm, frv, fo[0], fo[1], fo[2], eps,
                        bits_to_f64(blk[B_MOM]), sc, mk)
     elif op == N_LN:
         kk = blk[B_K]
         ns = blk[B_NS:B_NS + kk]
-        st = _ln_typed(desc(fx), fw, fb, eps, fo[0], fo[1], fo[2], kk, ns, sc, mk)
+        st = ln_typed(desc(fx), fw, fb, eps, fo[0], fo[1], fo[2], kk, ns, sc, mk)
     else:
         if x[3] != blk[B_N] * blk[B_C] * blk[B_HXW]:
             return INVALID_ARGUMENT
-        st = _gn_typed(desc(fx), fw, fb, blk[B_N], blk[B_C], blk[B_HXW], blk[B_G], eps,
+        st = gn_typed(desc(fx), fw, fb, blk[B_N], blk[B_C], blk[B_HXW], blk[B_G], eps,
                        fo[0], fo[1], fo[2], sc, mk)
     if st != OK:
         return st
     for j in range(3):
-        st = _finish(blk[B_SO0 + j], fo[j], desc(blk[B_O0 + j]), mk, False)
+        st = finish(blk[B_SO0 + j], fo[j], desc(blk[B_O0 + j]), mk, False)
         if st != OK:
             return st
     if op == N_BNTRAIN:  # running statistics are updated in place
         for i in (B_RM, B_RV):
             if blk[i] != 0:
-                _scatter(blk[i + 11], desc(blk[i]), mk, False)
+                scatter_compute(blk[i + 11], desc(blk[i]), mk, False)
     return OK
 
 
@@ -175,7 +174,7 @@ def norm_any_kernel(block):
 
 
 def _bind_norm(ctx, op, x, w, b, rm, rv, outs, eps, momentum=0.0, ints=()):
-    comp = _compute(x)
+    comp = compute_codes(x)
     if comp is None or comp[0] == ST_I64 or x.ndim > 16:
         return None  # normalization of integer tensors: torch rejects them
     if any(t is not None and t.scalar_type not in SUPPORTED for t in (w, b, rm, rv) + outs):

@@ -52,6 +52,11 @@ __kernel void layer_norm(__global T* out, long ooff, __global T* mean_out, long 
 """
 
 
+def buffer_args(*ts) -> list:
+    """Each tensor's (buffer, int64 offset) kernel arguments, in order."""
+    return [a for t in ts for a in (t.buf, np.int64(t.off))]
+
+
 def _vec_ok(t, C, dt) -> bool:
     return t is None or (isinstance(t, DTensor) and t.dtype == dt and t.numel == C
                          and t.contiguous())
@@ -75,12 +80,9 @@ def batch_norm(dev, args):
     if x.numel == 0:
         return Launch([])
     k = dev.kernel(SRC, "batch_norm", {"T": CL_TYPES[dt]})
-    ww = w if w is not None else x
-    bb = b if b is not None else x
-    k.set_args(out0.buf, np.int64(out0.off), x.buf, np.int64(x.off), mean.buf,
-               np.int64(mean.off), var.buf, np.int64(var.off), ww.buf, np.int64(ww.off),
-               bb.buf, np.int64(bb.off), np.int64(C), np.int64(inner),
-               np.int64(w is not None), np.int64(b is not None), np.float64(eps))
+    k.set_args(*buffer_args(out0, x, mean, var, x if w is None else w, x if b is None else b),
+               np.int64(C), np.int64(inner), np.int64(w is not None), np.int64(b is not None),
+               np.float64(eps))
     return Launch([(k, (x.numel,))])
 
 
@@ -102,10 +104,6 @@ def layer_norm(dev, args):
     if not (_vec_ok(w, n, dt) and _vec_ok(b, n, dt)):
         return None
     kern = dev.kernel(SRC, "layer_norm", {"T": CL_TYPES[dt]})
-    ww = w if w is not None else x
-    bb = b if b is not None else x
-    kern.set_args(out0.buf, np.int64(out0.off), out1.buf, np.int64(out1.off), out2.buf,
-                  np.int64(out2.off), x.buf, np.int64(x.off), ww.buf, np.int64(ww.off),
-                  bb.buf, np.int64(bb.off), np.int64(n), dt.type(eps),
-                  np.int64(w is not None), np.int64(b is not None))
+    kern.set_args(*buffer_args(out0, out1, out2, x, x if w is None else w, x if b is None else b),
+                  np.int64(n), dt.type(eps), np.int64(w is not None), np.int64(b is not None))
     return Launch([(kern, (rows,))])

@@ -16,10 +16,12 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
-from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64,
-                             desc, flat, lazy, resize_like, resize_to, sum_seg)
+from pyruntime.kernels.fast.deferred import carray, njit, overload, types
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64,
+                                       bits_to_f64, desc, flat, lazy, resize_both, resize_like,
+                                       sum_seg)
 from pyruntime.kernels.fast.nb import cast_like, scratch
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -46,7 +48,7 @@ def _opt(addr, n, fallback):
 # ---- batch norm (inference) --------------------------------------------------------
 
 @njit(error_model="numpy")
-def _bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
+def bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
     nd = x[2]
     if nd < 2:
         return INVALID_ARGUMENT
@@ -61,16 +63,13 @@ def _bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
     if st != OK:
         return st
     sc[0] = 0
-    st = resize_to(o1, sc, 1)
-    if st != OK:
-        return st
-    st = resize_to(o2, sc, 1)
+    st = resize_both(o1, o2, sc, 1)
     if st != OK:
         return st
     N = x[8]
     inner = 1
     for i in range(2, nd):
-        inner *= x[8 + i]
+        inner *= x[D_SIZES + i]
     if x[3] == 0:
         return OK
     xv = flat(x, m)
@@ -103,9 +102,9 @@ def batch_norm_kernel(block):
     o2 = desc(block[8])
     sc = scratch(block[9], 16)
     if o0[1] == ST_F32:
-        return _bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float32(0))
+        return bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float32(0))
     if o0[1] == ST_F64:
-        return _bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float64(0))
+        return bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float64(0))
     return NOT_SUPPORTED
 
 
@@ -125,7 +124,7 @@ def bind_batch_norm_no_training(ctx, input, weight, bias, running_mean, running_
                      ctx.desc(out2), ctx.buffer(16 * 8)])
 
 
-# ---- layer norm / group norm: shared row statistics --------------------------------
+# ---- layer norm / group norm: shared row statistics and normalization --------------
 
 @njit(inline="always")
 def _stats(xv, b, n, eps, m):
@@ -155,12 +154,52 @@ def _stats(xv, b, n, eps, m):
     return mean, cast_like(1.0, m) / math.sqrt(var + eps)
 
 
+@njit(inline="always")
+def empty_stats(mv, rv, rows, m):
+    """The mean (0) and rstd (NaN) of ``rows`` empty rows, as the reference gives them."""
+    for r in range(rows):
+        mv[r] = cast_like(0.0, m)
+        rv[r] = cast_like(math.nan, m)
+    return OK
+
+
+def at(v, i):
+    """``v[i]`` for an array, ``v`` itself for a scalar (numba only)."""
+    raise NotImplementedError
+
+
+@overload(at, inline="always")
+def _at(v, i):
+    if isinstance(v, types.Array):
+        return lambda v, i: v[i]
+    return lambda v, i: v
+
+
+@njit(inline="always")
+def normalize_seg(z, xv, b, n, mean, rstd, w, bias, hw, hb):
+    """``z[b:b+n] = ((xv[b:b+n] - mean) * rstd) * w + bias``, the weight and bias per element
+    (arrays, from index 0) or one for the whole segment (scalars); each applied only if
+    present (``hw``, ``hb``): adding a zero bias would turn -0.0 into 0.0."""
+    if hw and hb:
+        for i in range(n):
+            z[U(b + i)] = ((xv[U(b + i)] - mean) * rstd) * at(w, i) + at(bias, i)
+    elif hw:
+        for i in range(n):
+            z[U(b + i)] = ((xv[U(b + i)] - mean) * rstd) * at(w, i)
+    elif hb:
+        for i in range(n):
+            z[U(b + i)] = ((xv[U(b + i)] - mean) * rstd) + at(bias, i)
+    else:
+        for i in range(n):
+            z[U(b + i)] = (xv[U(b + i)] - mean) * rstd
+
+
 @njit(error_model="numpy")
-def _ln_typed(x, w_addr, b_addr, eps, o0, om, orr, k, ns, sc, m):
+def ln_typed(x, w_addr, b_addr, eps, o0, om, orr, k, ns, sc, m):
     nd = x[2]
     n = 1
     for i in range(k):
-        if x[8 + nd - k + i] != ns[i]:
+        if x[D_SIZES + nd - k + i] != ns[i]:
             return INVALID_ARGUMENT
         n *= ns[i]
     hw, wd, wok = _opt(w_addr, n, x)
@@ -172,24 +211,18 @@ def _ln_typed(x, w_addr, b_addr, eps, o0, om, orr, k, ns, sc, m):
         return st
     rows = 1
     for i in range(nd - k):
-        sc[i] = x[8 + i]
-        rows *= x[8 + i]
+        sc[i] = x[D_SIZES + i]
+        rows *= x[D_SIZES + i]
     for i in range(nd - k, nd):
         sc[i] = 1
-    st = resize_to(om, sc, nd)
-    if st != OK:
-        return st
-    st = resize_to(orr, sc, nd)
+    st = resize_both(om, orr, sc, nd)
     if st != OK:
         return st
     mv = flat(om, m)
     rv = flat(orr, m)
     e = cast_like(eps, m)
     if n == 0:
-        for r in range(rows):
-            mv[r] = cast_like(0.0, m)
-            rv[r] = cast_like(math.nan, m)
-        return OK
+        return empty_stats(mv, rv, rows, m)
     xv = flat(x, m)
     z = flat(o0, m)
     wv = flat(wd, m) if hw else z
@@ -199,18 +232,7 @@ def _ln_typed(x, w_addr, b_addr, eps, o0, om, orr, k, ns, sc, m):
         mean, rstd = _stats(xv, b, n, e, m)
         mv[r] = mean
         rv[r] = rstd
-        if hw and hb:
-            for i in range(n):
-                z[U(b + i)] = ((xv[U(b + i)] - mean) * rstd) * wv[i] + bv[i]
-        elif hw:
-            for i in range(n):
-                z[U(b + i)] = ((xv[U(b + i)] - mean) * rstd) * wv[i]
-        elif hb:
-            for i in range(n):
-                z[U(b + i)] = ((xv[U(b + i)] - mean) * rstd) + bv[i]
-        else:
-            for i in range(n):
-                z[U(b + i)] = (xv[U(b + i)] - mean) * rstd
+        normalize_seg(z, xv, b, n, mean, rstd, wv, bv, hw, hb)
     return OK
 
 
@@ -224,9 +246,9 @@ def layer_norm_kernel(block):
     sc = scratch(block[8], 16)
     ns = carray(block, 9 + k)[9:]
     if o0[1] == ST_F32:
-        return _ln_typed(x, block[1], block[2], eps, o0, om, orr, k, ns, sc, np.float32(0))
+        return ln_typed(x, block[1], block[2], eps, o0, om, orr, k, ns, sc, np.float32(0))
     if o0[1] == ST_F64:
-        return _ln_typed(x, block[1], block[2], eps, o0, om, orr, k, ns, sc, np.float64(0))
+        return ln_typed(x, block[1], block[2], eps, o0, om, orr, k, ns, sc, np.float64(0))
     return NOT_SUPPORTED
 
 
@@ -250,7 +272,7 @@ def bind_layer_norm(ctx, input, normalized_shape, weight, bias, eps, out0, out1,
 
 
 @njit(error_model="numpy")
-def _gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
+def gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
     if x[3] != N * C * HxW or (x[2] >= 2 and x[9] != C) or G < 1 or C % G != 0:
         return INVALID_ARGUMENT
     hw, wd, wok = _opt(w_addr, C, x)
@@ -262,10 +284,7 @@ def _gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
         return st
     sc[0] = N
     sc[1] = G
-    st = resize_to(om, sc, 2)
-    if st != OK:
-        return st
-    st = resize_to(orr, sc, 2)
+    st = resize_both(om, orr, sc, 2)
     if st != OK:
         return st
     mv = flat(om, m)
@@ -274,10 +293,7 @@ def _gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
     cg = C // G
     n = cg * HxW
     if n == 0:
-        for r in range(N * G):
-            mv[r] = cast_like(0.0, m)
-            rv[r] = cast_like(math.nan, m)
-        return OK
+        return empty_stats(mv, rv, N * G, m)
     xv = flat(x, m)
     z = flat(o0, m)
     wv = flat(wd, m) if hw else z
@@ -290,23 +306,9 @@ def _gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
         g = r % G
         for cc in range(cg):
             c = g * cg + cc
-            bc = b + cc * HxW
-            if hw and hb:
-                wc = wv[c]
-                bb = bv[c]
-                for i in range(HxW):
-                    z[U(bc + i)] = ((xv[U(bc + i)] - mean) * rstd) * wc + bb
-            elif hw:
-                wc = wv[c]
-                for i in range(HxW):
-                    z[U(bc + i)] = ((xv[U(bc + i)] - mean) * rstd) * wc
-            elif hb:
-                bb = bv[c]
-                for i in range(HxW):
-                    z[U(bc + i)] = ((xv[U(bc + i)] - mean) * rstd) + bb
-            else:
-                for i in range(HxW):
-                    z[U(bc + i)] = (xv[U(bc + i)] - mean) * rstd
+            wc = wv[c] if hw else mean
+            bb = bv[c] if hb else mean
+            normalize_seg(z, xv, b + cc * HxW, HxW, mean, rstd, wc, bb, hw, hb)
     return OK
 
 
@@ -322,10 +324,10 @@ def group_norm_kernel(block):
     orr = desc(block[10])
     sc = scratch(block[11], 16)
     if o0[1] == ST_F32:
-        return _gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,
+        return gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,
                          np.float32(0))
     if o0[1] == ST_F64:
-        return _gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,
+        return gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,
                          np.float64(0))
     return NOT_SUPPORTED
 

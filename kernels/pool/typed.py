@@ -20,11 +20,12 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.spatial_io import _planes, _resize_hw
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64, cast_like,
-                             desc, flat, lazy, scratch)
+from pyruntime.kernels.fast.spatial_io import plane_count, resize_hw
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
+                                       cast_like, desc, flat, lazy, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
@@ -40,7 +41,7 @@ def _out_size(size, k, s, p, d, ceil_mode):
 
 
 @njit(inline="always")
-def _tap_range(start, k, d, size):
+def tap_range(start, k, d, size):
     """Taps t in [t0, t1) with 0 <= start + t*d < size."""
     if d == 1:  # no divisions in the common case
         t0 = -start if start < 0 else 0
@@ -53,22 +54,74 @@ def _tap_range(start, k, d, size):
     return t0, t1
 
 
-@njit(error_model="numpy")
-def _max_typed(x, o, oi, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc, m):
+@njit(inline="always")
+def pool_resize(x, o, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc):
+    """(status, H, W, oh, ow): ``o`` resized to x's planes of ATen's pooling output size."""
     nd = x[2]
-    H = x[8 + nd - 2]
-    W = x[8 + nd - 1]
+    H = x[D_SIZES + nd - 2]
+    W = x[D_SIZES + nd - 1]
     oh = _out_size(H, kh, sh, ph, dh, ceil_mode)
     ow = _out_size(W, kw, sw, pw, dw, ceil_mode)
     if oh < 1 or ow < 1:
-        return INVALID_ARGUMENT
-    st = _resize_hw(x, o, oh, ow, sc)
+        return INVALID_ARGUMENT, H, W, oh, ow
+    return resize_hw(x, o, oh, ow, sc), H, W, oh, ow
+
+
+@njit(inline="always")
+def window_span(i, n_out, size, k, s, p, adaptive):
+    """(start, end, in-bounds start, end) of output ``i``'s adaptive bin or avg window."""
+    if adaptive:
+        lo = (i * size) // n_out
+        hi = ((i + 1) * size + n_out - 1) // n_out
+        return lo, hi, lo, hi
+    start = i * s - p
+    end = min(start + k, size + p)
+    return start, end, max(start, 0), min(end, size)
+
+
+@njit(inline="always")
+def window_divisor(divisor, cip, hs, he, h0, h1, ws, we, w0, w1):
+    """avg_pool2d's divisor: the override, else the window's size with padding (cip) or not."""
+    if divisor != 0:
+        return divisor
+    if cip:
+        return (he - hs) * (we - ws)
+    return (h1 - h0) * (w1 - w0)
+
+
+@njit(inline="always")
+def window_sum(xv, xb, W, h0, h1, w0, w1, m):
+    """In-order sum (``m``'s type) of rows [h0, h1) x cols [w0, w1) of the plane at ``xb``."""
+    s = cast_like(0.0, m)
+    for a in range(h0, h1):
+        r = xb + a * W
+        for b in range(w0, w1):
+            s += xv[U(r + b)]
+    return s
+
+
+@njit(inline="always")
+def same_float(block):
+    """The scalar type of x (block[0]) and out (block[1]) when they agree, else -1."""
+    st = desc(block[1])[1]
+    return st if desc(block[0])[1] == st else -1
+
+
+@njit(error_model="numpy")
+def _max_typed(block, m):
+    x = desc(block[0])
+    o = desc(block[1])
+    oi = desc(block[2])
+    kh, kw, sh, sw, ph, pw, dh, dw = (block[3], block[4], block[5], block[6], block[7],
+                                      block[8], block[9], block[10])
+    sc = scratch(block[12], 16)
+    st, H, W, oh, ow = pool_resize(x, o, kh, kw, sh, sw, ph, pw, dh, dw, block[11] != 0, sc)
     if st != OK:
         return st
-    st = _resize_hw(x, oi, oh, ow, sc)
+    st = resize_hw(x, oi, oh, ow, sc)
     if st != OK:
         return st
-    P = _planes(x)
+    P = plane_count(x)
     if P == 0:
         return OK
     xv = flat(x, m)
@@ -80,10 +133,10 @@ def _max_typed(x, o, oi, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc, m):
         ob = p * oh * ow
         for i in range(oh):
             hs = i * sh - ph
-            a0, a1 = _tap_range(hs, kh, dh, H)
+            a0, a1 = tap_range(hs, kh, dh, H)
             for j in range(ow):
                 ws = j * sw - pw
-                b0, b1 = _tap_range(ws, kw, dw, W)
+                b0, b1 = tap_range(ws, kw, dw, W)
                 best = ninf
                 arg = hs * W + ws  # tap 0, even when it lies in the padding
                 for a in range(a0, a1):
@@ -101,22 +154,18 @@ def _max_typed(x, o, oi, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc, m):
 
 
 def max_pool_kernel(block):
-    x = desc(block[0])
-    o = desc(block[1])
-    oi = desc(block[2])
-    sc = scratch(block[12], 16)
-    if x[1] != o[1] or oi[1] != ST_I64:
+    st = same_float(block)
+    if desc(block[2])[1] != ST_I64:
         return NOT_SUPPORTED
-    if o[1] == ST_F32:
-        return _max_typed(x, o, oi, block[3], block[4], block[5], block[6], block[7], block[8],
-                          block[9], block[10], block[11] != 0, sc, np.float32(0))
-    if o[1] == ST_F64:
-        return _max_typed(x, o, oi, block[3], block[4], block[5], block[6], block[7], block[8],
-                          block[9], block[10], block[11] != 0, sc, np.float64(0))
+    if st == ST_F32:
+        return _max_typed(block, np.float32(0))
+    if st == ST_F64:
+        return _max_typed(block, np.float64(0))
     return NOT_SUPPORTED
 
 
-def _pair(v, default=None):
+def pair(v, default=None):
+    """A pooling size argument as two ints, or None (the reference raises)."""
     v = list(v) if v is not None else []
     if not v and default is not None:
         return list(default)
@@ -127,19 +176,30 @@ def _pair(v, default=None):
     return [int(e) for e in v]
 
 
-def _pool_params(self, kernel_size, stride, padding, dilation):
-    """(k, s, p, d) validated like the reference, or None (the reference raises)."""
-    k = _pair(kernel_size)
+def pool_words(kernel_size, stride, padding, dilation, ceil_mode):
+    """Words (kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode), or None (the reference raises)."""
+    k = pair(kernel_size)
     if k is None:
         return None
-    s, p, d = _pair(stride, default=k), _pair(padding), _pair(dilation)
+    s, p, d = pair(stride, default=k), pair(padding), pair(dilation)
     if s is None or p is None or d is None:
         return None
     if min(k) < 1 or min(s) < 1 or min(d) < 1 or min(p) < 0:
         return None
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         return None
-    return k, s, p, d
+    return k + s + p + d + [int(bool(ceil_mode))]
+
+
+def avg_words(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """avg_pool2d's words (kh, kw, sh, sw, ph, pw, ceil, cip, divisor or 0), or None."""
+    words = pool_words(kernel_size, stride, padding, [1, 1], ceil_mode)
+    if words is None or (divisor_override is not None and (
+            isinstance(divisor_override, bool)
+            or not isinstance(divisor_override, (int, np.integer)) or divisor_override == 0)):
+        return None
+    div = 0 if divisor_override is None else int(divisor_override)
+    return words[:6] + [words[8], int(bool(count_include_pad)), div]
 
 
 def _pool_input_ok(self, *outs):
@@ -153,73 +213,74 @@ def bind_max_pool2d_with_indices(ctx, self, kernel_size, stride, padding, dilati
     if not _pool_input_ok(self, out, indices) or out.dtype != self.dtype \
             or indices.dtype != np.dtype(np.int64):
         return None
-    prm = _pool_params(self, kernel_size, stride, padding, dilation)
-    if prm is None:
+    words = pool_words(kernel_size, stride, padding, dilation, ceil_mode)
+    if words is None:
         return None
-    k, s, p, d = prm
-    return ctx.bind(lazy(max_pool_kernel),
-                    [ctx.desc(self), ctx.desc(out), ctx.desc(indices), k[0], k[1], s[0], s[1],
-                     p[0], p[1], d[0], d[1], int(bool(ceil_mode)), ctx.buffer(16 * 8)])
+    return ctx.bind(lazy(max_pool_kernel), [ctx.desc(self), ctx.desc(out), ctx.desc(indices)]
+                    + words + [ctx.buffer(16 * 8)])
 
 
 @njit(error_model="numpy")
-def _avg_typed(x, o, kh, kw, sh, sw, ph, pw, ceil_mode, cip, divisor, sc, m):
-    nd = x[2]
-    H = x[8 + nd - 2]
-    W = x[8 + nd - 1]
-    oh = _out_size(H, kh, sh, ph, 1, ceil_mode)
-    ow = _out_size(W, kw, sw, pw, 1, ceil_mode)
-    if oh < 1 or ow < 1:
-        return INVALID_ARGUMENT
-    st = _resize_hw(x, o, oh, ow, sc)
-    if st != OK:
-        return st
-    P = _planes(x)
-    if P == 0:
+def _mean_typed(x, o, oh, ow, kh, kw, sh, sw, ph, pw, cip, divisor, adaptive, m):
+    """Window means of x's contiguous planes into the (oh, ow) planes of ``o`` (resized):
+    avg_pool2d's windows, or _adaptive_avg_pool2d's bins when ``adaptive`` (divisor 0)."""
+    P = plane_count(x)
+    if P == 0 or oh == 0 or ow == 0:
         return OK
+    nd = x[2]
+    H = x[D_SIZES + nd - 2]
+    W = x[D_SIZES + nd - 1]
     xv = flat(x, m)
     z = flat(o, m)
     for p in range(P):
         xb = p * H * W
         ob = p * oh * ow
         for i in range(oh):
-            hs = i * sh - ph
-            he = min(hs + kh, H + ph)
-            h0 = max(hs, 0)
-            h1 = min(he, H)
+            hs, he, h0, h1 = window_span(i, oh, H, kh, sh, ph, adaptive)
             for j in range(ow):
-                ws = j * sw - pw
-                we = min(ws + kw, W + pw)
-                w0 = max(ws, 0)
-                w1 = min(we, W)
-                s = cast_like(0.0, m)
-                for a in range(h0, h1):
-                    r = xb + a * W
-                    for b in range(w0, w1):
-                        s += xv[U(r + b)]
-                if divisor != 0:
-                    div = divisor
-                elif cip:
-                    div = (he - hs) * (we - ws)
-                else:
-                    div = (h1 - h0) * (w1 - w0)
+                ws, we, w0, w1 = window_span(j, ow, W, kw, sw, pw, adaptive)
+                s = window_sum(xv, xb, W, h0, h1, w0, w1, m)
+                div = window_divisor(divisor, cip, hs, he, h0, h1, ws, we, w0, w1)
                 z[U(ob + i * ow + j)] = s / cast_like(div, m)
     return OK
 
 
-def avg_pool_kernel(block):
+@njit(error_model="numpy")
+def _mean_block(block, adaptive, m):
+    """avg_pool2d over block [x, out, kh, kw, sh, sw, ph, pw, ceil, cip, divisor, sc] or,
+    when ``adaptive``, _adaptive_avg_pool2d over block [x, out, oh, ow, sc]."""
     x = desc(block[0])
     o = desc(block[1])
-    sc = scratch(block[11], 16)
-    if x[1] != o[1]:
-        return NOT_SUPPORTED
-    if o[1] == ST_F32:
-        return _avg_typed(x, o, block[2], block[3], block[4], block[5], block[6], block[7],
-                          block[8] != 0, block[9] != 0, block[10], sc, np.float32(0))
-    if o[1] == ST_F64:
-        return _avg_typed(x, o, block[2], block[3], block[4], block[5], block[6], block[7],
-                          block[8] != 0, block[9] != 0, block[10], sc, np.float64(0))
+    if adaptive:
+        oh, ow = block[2], block[3]
+        st = resize_hw(x, o, oh, ow, scratch(block[4], 16))
+        if st != OK:
+            return st
+        return _mean_typed(x, o, oh, ow, 0, 0, 1, 1, 0, 0, False, 0, True, m)
+    kh, kw, sh, sw, ph, pw = block[2], block[3], block[4], block[5], block[6], block[7]
+    st, _, _, oh, ow = pool_resize(x, o, kh, kw, sh, sw, ph, pw, 1, 1, block[8] != 0,
+                                   scratch(block[11], 16))
+    if st != OK:
+        return st
+    return _mean_typed(x, o, oh, ow, kh, kw, sh, sw, ph, pw, block[9] != 0, block[10], False, m)
+
+
+@njit
+def _mean_kernel(block, adaptive):
+    st = same_float(block)
+    if st == ST_F32:
+        return _mean_block(block, adaptive, np.float32(0))
+    if st == ST_F64:
+        return _mean_block(block, adaptive, np.float64(0))
     return NOT_SUPPORTED
+
+
+def avg_pool_kernel(block):
+    return _mean_kernel(block, False)
+
+
+def adaptive_avg_pool_kernel(block):
+    return _mean_kernel(block, True)
 
 
 @register_fast("aten::avg_pool2d.out")
@@ -227,69 +288,19 @@ def bind_avg_pool2d(ctx, self, kernel_size, stride, padding, ceil_mode, count_in
                     divisor_override, out):
     if not _pool_input_ok(self, out) or out.dtype != self.dtype:
         return None
-    prm = _pool_params(self, kernel_size, stride, padding, [1, 1])
-    if prm is None:
+    words = avg_words(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                      divisor_override)
+    if words is None:
         return None
-    k, s, p, _ = prm
-    if divisor_override is not None and (isinstance(divisor_override, bool) or not isinstance(
-            divisor_override, (int, np.integer)) or divisor_override == 0):
-        return None
-    div = 0 if divisor_override is None else int(divisor_override)
     return ctx.bind(lazy(avg_pool_kernel),
-                    [ctx.desc(self), ctx.desc(out), k[0], k[1], s[0], s[1], p[0], p[1],
-                     int(bool(ceil_mode)), int(bool(count_include_pad)), div,
-                     ctx.buffer(16 * 8)])
-
-
-@njit(error_model="numpy")
-def _adaptive_typed(x, o, oh, ow, sc, m):
-    nd = x[2]
-    H = x[8 + nd - 2]
-    W = x[8 + nd - 1]
-    st = _resize_hw(x, o, oh, ow, sc)
-    if st != OK:
-        return st
-    P = _planes(x)
-    if P == 0 or oh == 0 or ow == 0:
-        return OK
-    xv = flat(x, m)
-    z = flat(o, m)
-    for p in range(P):
-        xb = p * H * W
-        ob = p * oh * ow
-        for i in range(oh):
-            h0 = (i * H) // oh
-            h1 = ((i + 1) * H + oh - 1) // oh
-            for j in range(ow):
-                w0 = (j * W) // ow
-                w1 = ((j + 1) * W + ow - 1) // ow
-                s = cast_like(0.0, m)
-                for a in range(h0, h1):
-                    r = xb + a * W
-                    for b in range(w0, w1):
-                        s += xv[U(r + b)]
-                z[U(ob + i * ow + j)] = s / cast_like((h1 - h0) * (w1 - w0), m)
-    return OK
-
-
-def adaptive_avg_pool_kernel(block):
-    x = desc(block[0])
-    o = desc(block[1])
-    sc = scratch(block[4], 16)
-    if x[1] != o[1]:
-        return NOT_SUPPORTED
-    if o[1] == ST_F32:
-        return _adaptive_typed(x, o, block[2], block[3], sc, np.float32(0))
-    if o[1] == ST_F64:
-        return _adaptive_typed(x, o, block[2], block[3], sc, np.float64(0))
-    return NOT_SUPPORTED
+                    [ctx.desc(self), ctx.desc(out)] + words + [ctx.buffer(16 * 8)])
 
 
 @register_fast("aten::_adaptive_avg_pool2d.out")
 def bind_adaptive_avg_pool2d(ctx, self, output_size, out):
     if not _pool_input_ok(self, out) or out.dtype != self.dtype:
         return None
-    osz = _pair(output_size)
+    osz = pair(output_size)
     if osz is None or min(osz) < 0:
         return None
     return ctx.bind(lazy(adaptive_avg_pool_kernel),

@@ -100,24 +100,28 @@ def local_scalar_dense(self):
 
 # ---- scalar arithmetic ---------------------------------------------------------------
 
-def _arith(name: str, fn):
+def scalar_binary(name: str, fn, ints, floats, bools: bool = False):
+    """Registers ``executorch_prim::<name>.Scalar``: ``fn`` of two ints, through ``ints``;
+    of other numbers as doubles, through ``floats``; of two bools (if ``bools``) as bool."""
     op = f"executorch_prim::{name}.Scalar"
 
     @register(op)
     def kernel(a, b):
         if _is_int(a) and _is_int(b):
-            return _i64(fn(a, b))
-        if _is_num(a) and _is_num(b):
-            return float(fn(float(a), float(b)))
+            return ints(fn(a, b))
+        if _is_num(a) and _is_num(b):  # C++ computes mixed operands as doubles
+            return floats(fn(float(a), float(b)))
+        if bools and isinstance(a, bool) and isinstance(b, bool):
+            return bool(fn(a, b))
         raise _bad_tags(op, a, b)
 
     kernel.__name__ = f"prim_{name}"
     return kernel
 
 
-_arith("add", lambda a, b: a + b)
-_arith("sub", lambda a, b: a - b)
-_arith("mul", lambda a, b: a * b)
+scalar_binary("add", lambda a, b: a + b, _i64, float)
+scalar_binary("sub", lambda a, b: a - b, _i64, float)
+scalar_binary("mul", lambda a, b: a * b, _i64, float)
 
 
 def _c_div(op: str, a: int, b: int) -> int:
@@ -182,28 +186,10 @@ def prim_mod(a, b):
     return _c_mod(op, a, b)
 
 
-def _compare(name: str, fn):
-    op = f"executorch_prim::{name}.Scalar"
-
-    @register(op)
-    def kernel(a, b):
-        if _is_int(a) and _is_int(b):
-            return bool(fn(a, b))
-        if _is_num(a) and _is_num(b):  # C++ compares mixed operands as doubles
-            return bool(fn(float(a), float(b)))
-        if isinstance(a, bool) and isinstance(b, bool):
-            return bool(fn(a, b))
-        raise _bad_tags(op, a, b)
-
-    kernel.__name__ = f"prim_{name}"
-    return kernel
-
-
-_compare("eq", lambda a, b: a == b)
-_compare("gt", lambda a, b: a > b)
-_compare("lt", lambda a, b: a < b)
-_compare("ge", lambda a, b: a >= b)
-_compare("le", lambda a, b: a <= b)
+for _name, _fn in (("eq", lambda a, b: a == b), ("gt", lambda a, b: a > b),
+                   ("lt", lambda a, b: a < b), ("ge", lambda a, b: a >= b),
+                   ("le", lambda a, b: a <= b)):
+    scalar_binary(_name, _fn, bool, bool, bools=True)
 
 
 @register("executorch_prim::neg.Scalar")

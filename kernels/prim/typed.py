@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
                              f64_to_bits, is_float_st, lazy, load_f64, load_i64, ptr_like,
@@ -142,7 +143,7 @@ def prim_kernel(block):
             dim = block[3]
             if dim < -nd or dim >= nd:
                 return INVALID_ARGUMENT
-            put_int(o, d[8 + (dim + nd if dim < 0 else dim)])
+            put_int(o, d[D_SIZES + (dim + nd if dim < 0 else dim)])
             return OK
         if d[3] < 1:
             return INVALID_ARGUMENT
@@ -300,7 +301,7 @@ def copy_index_kernel(block):
     nd = dst[2]
     same_tail = True
     for i in range(1, nd):
-        if dst[8 + i] != src[8 + i - 1]:
+        if dst[D_SIZES + i] != src[D_SIZES + i - 1]:
             same_tail = False
     if index > 0 and not same_tail:
         return INVALID_ARGUMENT
@@ -308,7 +309,7 @@ def copy_index_kernel(block):
         sizes = np.empty(16, np.int64)
         sizes[0] = index + 1
         for i in range(1, nd):
-            sizes[i] = src[8 + i - 1]
+            sizes[i] = src[D_SIZES + i - 1]
         st = resize_to(dst, sizes, nd)
         if st != OK:
             return st

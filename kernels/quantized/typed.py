@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I8, ST_U8,
-                             bits_to_f64, desc, f64_to_int, is_contiguous, is_float_st, lazy,
-                             load_f64, load_i64, offset_of, ptr_like, resize_like, resize_to,
-                             same_shape, store_f64, store_i64)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I8,
+                                       ST_U8, bits_to_f64, desc, f64_to_int, is_contiguous,
+                                       is_float_st, lazy, load_f64, load_i64, offset_of, ptr_like,
+                                       resize_like, resize_to, same_shape, store_f64, store_i64)
 
 
 ST_U16, ST_U32, ST_U64 = 27, 28, 29
@@ -38,7 +39,7 @@ _NO_STORE = {np.dtype(np.uint32), np.dtype(np.uint64)}  # loads only
 _SMALL_SCALE = float(np.float32(6.1e-5))
 
 
-def _code(t):
+def quant_code(t):
     return _CODES.get(t.dtype)
 
 
@@ -50,7 +51,7 @@ def _out_code(t):
 # ---- element access by run-time dtype code (nb's plus the unsigned 16/32/64-bit types) --
 
 @njit(inline="always")
-def _ldi(addr, st, i):
+def ldi(addr, st, i):
     if st == ST_U16:
         return np.int64(ptr_like(addr, np.uint16(0))[i])
     if st == ST_U32:
@@ -77,15 +78,15 @@ def _stf(addr, st, i, v):
 
 
 @njit(inline="always")
-def _ldf32(addr, st, i):
+def ldf32(addr, st, i):
     """Element as float32, as numpy's ``astype(float32)`` converts it."""
     if is_float_st(st):
         return np.float32(load_f64(addr, st, i))
-    return np.float32(_ldi(addr, st, i))
+    return np.float32(ldi(addr, st, i))
 
 
 @njit(inline="always")
-def _pos(d, k):
+def pos(d, k):
     """Storage offset of logical element ``k`` (``k`` itself for a contiguous tensor)."""
     return k if is_contiguous(d) else offset_of(d, k)
 
@@ -98,7 +99,7 @@ def _wrap32(v):
 @njit(inline="always")
 def _same_strides(a, b):
     for i in range(a[2]):
-        if a[24 + i] != b[24 + i]:
+        if a[D_STRIDES + i] != b[D_STRIDES + i]:
             return False
     return True
 
@@ -124,11 +125,11 @@ def _params(mode, s0, z0, sda, sst, zda, zst, c):
     if mode == M_SCALAR:
         return s0, z0
     sd = desc(sda)
-    s = _ldf32(sd[0], sst, _pos(sd, c))
+    s = ldf32(sd[0], sst, pos(sd, c))
     z = np.int64(0)
     if zda != 0:
         zd = desc(zda)
-        z = _ldi(zd[0], zst, _pos(zd, c))
+        z = ldi(zd[0], zst, pos(zd, c))
     return s, z
 
 
@@ -186,10 +187,10 @@ def _qdq_segment(op, x, o, xst, ost, k, cnt, flat, s, z, qmin, qmax):
             _dq_typed(xa, oa, k, cnt, s, z, np.int8(0))
         elif flat:
             for i in range(k, k + cnt):
-                store_f64(oa, ost, i, np.float64(np.float32(_ldi(xa, xst, i) - z) * s))
+                store_f64(oa, ost, i, np.float64(np.float32(ldi(xa, xst, i) - z) * s))
         else:
             for i in range(k, k + cnt):
-                v = np.float32(_ldi(xa, xst, offset_of(x, i)) - z) * s
+                v = np.float32(ldi(xa, xst, offset_of(x, i)) - z) * s
                 store_f64(oa, ost, offset_of(o, i), np.float64(v))
 
 
@@ -210,8 +211,8 @@ def _qadd(blk, a, o, qmin, qmax):
     flat = is_contiguous(a) and is_contiguous(b) and is_contiguous(o)
     for k in range(a[3]):
         ia, ib, io = (k, k, k) if flat else (offset_of(a, k), offset_of(b, k), offset_of(o, k))
-        da = np.float32(np.float64(_ldi(a[0], ast, ia) - za) * sa)
-        db = np.float32(np.float64(_ldi(b[0], bst, ib) - zb) * sb)
+        da = np.float32(np.float64(ldi(a[0], ast, ia) - za) * sa)
+        db = np.float32(np.float64(ldi(b[0], bst, ib) - zb) * sb)
         _sti(o[0], ost, io, _quant1(np.float64(da + db), ST_F32, inv, zf, qmin, qmax))
     return OK
 
@@ -233,16 +234,16 @@ def qdq_kernel(blk):
     if mode == M_CHANNEL:
         if axis >= nd:
             return INVALID_ARGUMENT
-        nch = x[8 + axis]
+        nch = x[D_SIZES + axis]
         inner = 1
         for i in range(axis + 1, nd):
-            inner *= x[8 + i]
+            inner *= x[D_SIZES + i]
     elif mode == M_TOKEN:
         if nd == 0:
             return INVALID_ARGUMENT
-        inner = x[8 + nd - 1]
+        inner = x[D_SIZES + nd - 1]
         for i in range(nd - 1):
-            nch *= x[8 + i]
+            nch *= x[D_SIZES + i]
     if mode != M_SCALAR:
         want = 1 if mode == M_TENSOR else nch
         if desc(sda)[3] != want or (zda != 0 and desc(zda)[3] != want):
@@ -264,7 +265,7 @@ def qdq_kernel(blk):
     return OK
 
 
-def _dtype_ok(code, t):
+def dtype_ok(code, t):
     if code is None:
         return True
     try:
@@ -274,26 +275,34 @@ def _dtype_ok(code, t):
 
 
 def _quant_args_ok(input, quant_min, quant_max, dtype, out):
-    if input.dtype not in FLOATS or out.dtype not in QUANT or not _dtype_ok(dtype, out):
+    if input.dtype not in FLOATS or out.dtype not in QUANT or not dtype_ok(dtype, out):
         return False
     info = np.iinfo(out.dtype)
     return info.min <= quant_min <= quant_max <= info.max
 
 
 def _dequant_args_ok(input, dtype, out_dtype, out):
-    return (input.dtype in QUANT and out.dtype in FLOATS and _dtype_ok(dtype, input)
-            and _dtype_ok(out_dtype, out))
+    return (input.dtype in QUANT and out.dtype in FLOATS and dtype_ok(dtype, input)
+            and dtype_ok(out_dtype, out))
 
 
 def _bind_qdq(ctx, op, input, out, mode, axis=0, scale=0.0, zp=0, st=None, zt=None,
               qmin=0, qmax=0):
     for t in (st, zt):
-        if t is not None and _code(t) is None:
+        if t is not None and quant_code(t) is None:
             return None
     return ctx.bind(lazy(qdq_kernel), [
-        op, ctx.desc(input), ctx.desc(out), _code(input), _code(out), mode, axis,
-        ctx.f64(scale), zp, 0 if st is None else ctx.desc(st), 0 if st is None else _code(st),
-        0 if zt is None else ctx.desc(zt), 0 if zt is None else _code(zt), qmin, qmax])
+        op, ctx.desc(input), ctx.desc(out), quant_code(input), quant_code(out), mode, axis,
+        ctx.f64(scale), zp, 0 if st is None else ctx.desc(st), 0 if st is None else quant_code(st),
+        0 if zt is None else ctx.desc(zt), 0 if zt is None else quant_code(zt), qmin, qmax])
+
+
+def bind_quantize(ctx, ok, input, out, quant_min, quant_max, dtype, mode, axis=0, **params):
+    """A quantize op's binding, or None unless ``ok`` and its dtypes and range are valid."""
+    if not ok or not _quant_args_ok(input, quant_min, quant_max, dtype, out):
+        return None
+    return _bind_qdq(ctx, OP_Q, input, out, mode, axis, qmin=quant_min, qmax=quant_max,
+                     **params)
 
 
 def _scalar_tensors_ok(scale, zero_point):
@@ -308,21 +317,15 @@ def _norm_axis(axis, ndim):
 
 @register_fast("quantized_decomposed::quantize_per_tensor.out")
 def bind_quantize_per_tensor(ctx, input, scale, zero_point, quant_min, quant_max, dtype, out):
-    if not _quant_args_ok(input, quant_min, quant_max, dtype, out) \
-            or not -2**63 <= zero_point < 2**63:
-        return None
-    return _bind_qdq(ctx, OP_Q, input, out, M_SCALAR, scale=scale, zp=zero_point,
-                     qmin=quant_min, qmax=quant_max)
+    return bind_quantize(ctx, -2**63 <= zero_point < 2**63, input, out, quant_min, quant_max,
+                         dtype, M_SCALAR, scale=scale, zp=zero_point)
 
 
 @register_fast("quantized_decomposed::quantize_per_tensor.Tensor_out")
 def bind_quantize_per_tensor_tensor(ctx, input, scale, zero_point, quant_min, quant_max,
                                     dtype, out):
-    if not _quant_args_ok(input, quant_min, quant_max, dtype, out) \
-            or not _scalar_tensors_ok(scale, zero_point):
-        return None
-    return _bind_qdq(ctx, OP_Q, input, out, M_TENSOR, st=scale, zt=zero_point,
-                     qmin=quant_min, qmax=quant_max)
+    return bind_quantize(ctx, _scalar_tensors_ok(scale, zero_point), input, out, quant_min,
+                         quant_max, dtype, M_TENSOR, st=scale, zt=zero_point)
 
 
 @register_fast("quantized_decomposed::dequantize_per_tensor.out")
@@ -347,11 +350,8 @@ def bind_quantize_per_channel(ctx, input, scales, zero_points, axis, quant_min, 
                               dtype, out):
     ax = _norm_axis(axis, input.ndim)
     # the reference needs zero points here (None fails there)
-    if ax is None or zero_points is None \
-            or not _quant_args_ok(input, quant_min, quant_max, dtype, out):
-        return None
-    return _bind_qdq(ctx, OP_Q, input, out, M_CHANNEL, ax, st=scales, zt=zero_points,
-                     qmin=quant_min, qmax=quant_max)
+    return bind_quantize(ctx, ax is not None and zero_points is not None, input, out, quant_min,
+                         quant_max, dtype, M_CHANNEL, ax, st=scales, zt=zero_points)
 
 
 @register_fast("quantized_decomposed::dequantize_per_channel.out")
@@ -366,11 +366,8 @@ def bind_dequantize_per_channel(ctx, input, scales, zero_points, axis, quant_min
 @register_fast("quantized_decomposed::quantize_per_token.out")
 def bind_quantize_per_token(ctx, input, scales, zero_points, quant_min, quant_max, dtype, out):
     # a rank-0 input broadcasts to rank 1 in the reference: left to it
-    if input.ndim == 0 or zero_points is None \
-            or not _quant_args_ok(input, quant_min, quant_max, dtype, out):
-        return None
-    return _bind_qdq(ctx, OP_Q, input, out, M_TOKEN, st=scales, zt=zero_points,
-                     qmin=quant_min, qmax=quant_max)
+    return bind_quantize(ctx, input.ndim != 0 and zero_points is not None, input, out,
+                         quant_min, quant_max, dtype, M_TOKEN, st=scales, zt=zero_points)
 
 
 @register_fast("quantized_decomposed::dequantize_per_token.out")
@@ -394,8 +391,9 @@ def bind_add(ctx, a, a_scale, a_zero_point, a_quant_min, a_quant_max,
             return None
     if not all(-2**31 <= z < 2**31 for z in (a_zero_point, b_zero_point, out_zero_point)):
         return None  # np.int32(zp) raises in the reference
-    words = [OP_ADD, ctx.desc(a), ctx.desc(out), _code(a), _code(out), 0, 0, ctx.f64(out_scale),
-             out_zero_point, 0, 0, 0, 0, out_quant_min, out_quant_max, ctx.desc(b), _code(b),
+    words = [OP_ADD, ctx.desc(a), ctx.desc(out), quant_code(a), quant_code(out), 0, 0,
+             ctx.f64(out_scale),
+             out_zero_point, 0, 0, 0, 0, out_quant_min, out_quant_max, ctx.desc(b), quant_code(b),
              ctx.f64(a_scale), a_zero_point, ctx.f64(b_scale), b_zero_point]
     return ctx.bind(lazy(qdq_kernel), words)
 
@@ -464,16 +462,16 @@ def _qparams_out(t, st, rows, x, tmp, vals_i, vals_f, is_int):
         if t[2] != nd:
             return NOT_SUPPORTED
         for i in range(nd - 1):
-            tmp[i] = x[8 + i]
+            tmp[i] = x[D_SIZES + i]
         tmp[nd - 1] = 1
         s = resize_to(t, tmp, nd)
         if s != OK:
             return s
     for r in range(rows):
         if is_int:
-            _sti(t[0], st, _pos(t, r), vals_i[r])
+            _sti(t[0], st, pos(t, r), vals_i[r])
         else:
-            _stf(t[0], st, _pos(t, r), vals_f[r])
+            _stf(t[0], st, pos(t, r), vals_f[r])
     return OK
 
 
@@ -486,9 +484,9 @@ def qparams_kernel(blk):
     n = x[3]
     nd = x[2]
     if per_token:
-        if nd == 0 or x[8 + nd - 1] == 0:
+        if nd == 0 or x[D_SIZES + nd - 1] == 0:
             return INVALID_ARGUMENT
-        cnt = x[8 + nd - 1]
+        cnt = x[D_SIZES + nd - 1]
     else:
         if so[3] != 1 or zo[3] != 1:
             return INVALID_ARGUMENT
@@ -512,7 +510,7 @@ def _bind_qparams(ctx, per_token, input, scale_out, zero_point_out, qmin, qmax):
         return None
     return ctx.bind(lazy(qparams_kernel), [
         int(per_token), ctx.desc(input), ctx.desc(scale_out), ctx.desc(zero_point_out),
-        _code(scale_out), _code(zero_point_out), qmin, qmax])
+        quant_code(scale_out), quant_code(zero_point_out), qmin, qmax])
 
 
 @register_fast("quantized_decomposed::choose_qparams.Tensor_out")

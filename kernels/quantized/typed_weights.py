@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, desc,
                              is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_to,
                              same_shape, store_f64)
-from pyruntime.kernels.quantized.typed import F32, FLOATS, INTS, _code, _dtype_ok, _ldf32, _ldi, _pos
+from pyruntime.kernels.quantized.typed import (F32, FLOATS, INTS, dtype_ok, ldf32, ldi, pos,
+                                               quant_code)
 
 
 # ---- embeddings ---------------------------------------------------------------------
@@ -22,7 +24,7 @@ from pyruntime.kernels.quantized.typed import F32, FLOATS, INTS, _code, _dtype_o
 def _unpacked(nbit, wa, wst, roff, cs, col):
     """Signed value ``col`` of the packed weight row at ``roff`` (column stride ``cs``)."""
     if nbit == 8:
-        return _ldi(wa, wst, roff + col * cs)
+        return ldi(wa, wst, roff + col * cs)
     p = ptr_like(wa, np.uint8(0))
     if nbit == 4:
         byte = np.int64(p[roff + (col >> 1) * cs])
@@ -76,13 +78,13 @@ def embedding_kernel(blk):
             return INVALID_ARGUMENT
     ntok = ix[3]
     for t in range(ntok):
-        r = _ldi(ix[0], ist, _pos(ix, t))
+        r = ldi(ix[0], ist, pos(ix, t))
         if r < 0 or r >= rows:
             return INVALID_ARGUMENT
     nd = ix[2]
     sizes = np.empty(16, np.int64)
     for i in range(nd):
-        sizes[i] = ix[8 + i]
+        sizes[i] = ix[D_SIZES + i]
     sizes[nd] = dim
     st = resize_to(o, sizes, nd + 1)
     if st != OK:
@@ -92,13 +94,13 @@ def embedding_kernel(blk):
     zgstride = zd[25] if zd[2] == 2 else 0
     oc = is_contiguous(o)
     for t in range(ntok):
-        r = _ldi(ix[0], ist, _pos(ix, t))
+        r = ldi(ix[0], ist, pos(ix, t))
         roff = r * w[24]
         for g in range(groups):
-            sc = _ldf32(s[0], sst, r * s[24] + g * gstride)
+            sc = ldf32(s[0], sst, r * s[24] + g * gstride)
             zc = np.float32(0)
             if za != 0:
-                zc = _ldf32(zd[0], zst, r * zd[24] + g * zgstride)
+                zc = ldf32(zd[0], zst, r * zd[24] + g * zgstride)
             _emb_group(nbit, w[0], wst, roff, w[25], g * gs, (g + 1) * gs, zc, sc, o, ost,
                        t * dim, oc)
     return OK
@@ -109,13 +111,13 @@ def _bind_embedding(ctx, nbit, weight, weight_scales, weight_zero_points, indice
     z = weight_zero_points
     if (weight.ndim != 2 or weight.dtype not in wdt or weight_scales.ndim not in (1, 2)
             or weight_scales.dtype not in FLOATS or out.dtype not in FLOATS
-            or not _dtype_ok(dtype, out) or indices.dtype not in INTS
-            or (z is not None and (z.ndim != weight_scales.ndim or _code(z) is None))):
+            or not dtype_ok(dtype, out) or indices.dtype not in INTS
+            or (z is not None and (z.ndim != weight_scales.ndim or quant_code(z) is None))):
         return None
     return ctx.bind(lazy(embedding_kernel), [
         nbit, ctx.desc(weight), ctx.desc(weight_scales), 0 if z is None else ctx.desc(z),
-        ctx.desc(indices), ctx.desc(out), _code(weight), _code(weight_scales),
-        0 if z is None else _code(z), _code(indices), _code(out)])
+        ctx.desc(indices), ctx.desc(out), quant_code(weight), quant_code(weight_scales),
+        0 if z is None else quant_code(z), quant_code(indices), quant_code(out)])
 
 
 def _register_embeddings():
@@ -163,7 +165,7 @@ def _panel(op, w, s, sst, wt, j0, nj, kk, g, ng):
     sa, s0 = s[0], s[24]
     if op == OP_MM:  # weight [k, p], one scale per row q
         for q in range(kk):
-            sc = _ldf32(sa, sst, q * s0)
+            sc = ldf32(sa, sst, q * s0)
             base = q * w0 + j0 * w1
             for j in range(nj):
                 wt[q * nj + j] = np.float32(wp[base + j * w1]) * sc
@@ -172,7 +174,7 @@ def _panel(op, w, s, sst, wt, j0, nj, kk, g, ng):
     for j in range(nj):  # weight [p, k], scales [p, groups]: group q // g
         row = (j0 + j) * w0
         for gi in range(ng):
-            sc = _ldf32(sa, sst, (j0 + j) * s0 + gi * s1)
+            sc = ldf32(sa, sst, (j0 + j) * s0 + gi * s1)
             q0 = gi * g
             q1 = min(kk, q0 + g)
             if w1 == 1:
@@ -258,7 +260,7 @@ def _bind_mixed(ctx, op, input, weight, weight_scales, weight_zero_points, out):
     fn = gemm_addr(np.float32)
     if (not fn or input.ndim != 2 or weight.ndim != 2 or weight.dtype != np.int8
             or input.dtype not in FLOATS or weight_zero_points is not None
-            or out.dtype not in FLOATS or _code(weight_scales) is None):
+            or out.dtype not in FLOATS or quant_code(weight_scales) is None):
         return None
     k = input.sizes[1]
     tile_cap = max(TILE_FLOATS, 8 * k)
@@ -268,7 +270,8 @@ def _bind_mixed(ctx, op, input, weight, weight_scales, weight_zero_points, out):
     ocap = 0 if direct_o else out.capacity
     return ctx.bind(lazy(mixed_kernel), [
         op, fn, ctx.desc(input), ctx.desc(weight), ctx.desc(weight_scales), ctx.desc(out),
-        _code(input), _code(weight_scales), _code(out), ctx.buffer(4 * tile_cap), tile_cap,
+        quant_code(input), quant_code(weight_scales), quant_code(out), ctx.buffer(4 * tile_cap),
+        tile_cap,
         ctx.buffer(4 * xcap) if xcap else 0, ctx.buffer(4 * ocap) if ocap else 0, xcap, ocap])
 
 
@@ -279,6 +282,6 @@ def bind_mixed_mm(ctx, input, weight, weight_scales, weight_zero_points, out):
 
 @register_fast("quantized_decomposed::mixed_linear.out")
 def bind_mixed_linear(ctx, input, weight, weight_scales, weight_zero_points, dtype, out):
-    if not _dtype_ok(dtype, out):
+    if not dtype_ok(dtype, out):
         return None
     return _bind_mixed(ctx, OP_LINEAR, input, weight, weight_scales, weight_zero_points, out)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES, D_STRIDES
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
@@ -48,17 +49,18 @@ from pyruntime.kernels.fast.reduce_io import (A_F32, A_F64, A_I64, CH, FLOAT_ST,
                                             RED_WORDS, R_ANY, R_ARGMAX, R_ARGMIN, R_MAX, R_MAXDIM,
                                             R_MEAN, R_MIN, R_MINDIM, R_PROD, R_SUM, SUPPORTED, U,
                                             W_KC, W_KN, W_KO, W_KO2, W_KX, W_OSZ, W_RC, W_RN, W_RX,
-                                            W_WORDS, _put_i, st_acc)
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, desc, lazy, ptr_like, resize_to,
-                             scratch)
+                                            W_WORDS, advance_kept, st_acc)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, desc, lazy, ptr_like,
+                             resize_both, scratch, store_i64_call)
 from pyruntime.kernels.fast.runs import load_run
+from pyruntime.kernels.reduce.typed import dims_mask
 from pyruntime.kernels.promote import category, compute_dtype
 
 
 # ---- planning: out sizes, kept dims, reduced dims ------------------------------------------
 
 @njit(inline="always")
-def _plan_reduced(x, mask, mem, sc):
+def plan_reduced(x, mask, mem, sc):
     """Reduced dims of size != 1 in visiting order (logical, or x's memory order when ``mem``),
     neighbours merged where their strides chain (the order is unchanged).
     Returns (number of entries, element count, some reduced dim is empty)."""
@@ -67,15 +69,15 @@ def _plan_reduced(x, mask, mem, sc):
     cnt = 1
     empty = False
     for k in range(nd):
-        i = x[40 + k] if mem else k
+        i = x[D_DIMORDER + k] if mem else k
         if (mask >> i) & 1:
-            s = x[8 + i]
+            s = x[D_SIZES + i]
             cnt *= s
             if s == 0:
                 empty = True
             if s == 1:
                 continue
-            sd = x[24 + i]
+            sd = x[D_STRIDES + i]
             if nr > 0 and sc[W_RX + nr - 1] == s * sd:
                 sc[W_RN + nr - 1] *= s
                 sc[W_RX + nr - 1] = sd
@@ -87,7 +89,7 @@ def _plan_reduced(x, mask, mem, sc):
 
 
 @njit(inline="always")
-def _plan_kept(x, o, o2, mask, keep, sc):
+def plan_kept(x, o, o2, mask, keep, sc):
     """Resize the out(s) to the reduced shape; kept dims with x and out strides.
     Returns (status, number of kept dims)."""
     nd = x[2]
@@ -99,28 +101,25 @@ def _plan_kept(x, o, o2, mask, keep, sc):
                 sc[W_OSZ + ond] = 1
                 ond += 1
         else:
-            sc[W_OSZ + ond] = x[8 + i]
-            sc[W_KN + nk] = x[8 + i]
-            sc[W_KX + nk] = x[24 + i]
+            sc[W_OSZ + ond] = x[D_SIZES + i]
+            sc[W_KN + nk] = x[D_SIZES + i]
+            sc[W_KX + nk] = x[D_STRIDES + i]
             sc[W_KO + nk] = ond
             nk += 1
             ond += 1
-    st = resize_to(o, sc[W_OSZ:W_OSZ + 16], ond)
-    if st != OK:
-        return st, nk
-    st = resize_to(o2, sc[W_OSZ:W_OSZ + 16], ond)
+    st = resize_both(o, o2, sc[W_OSZ:W_OSZ + 16], ond)
     if st != OK:
         return st, nk
     for j in range(nk):
         od = sc[W_KO + j]
-        sc[W_KO + j] = o[24 + od]
-        sc[W_KO2 + j] = o2[24 + od]
+        sc[W_KO + j] = o[D_STRIDES + od]
+        sc[W_KO2 + j] = o2[D_STRIDES + od]
         sc[W_KC + j] = 0
     return OK, nk
 
 
 @njit(inline="always")
-def _inner(sc, nr):
+def inner_run(sc, nr):
     """(innermost reduced run length, its stride, number of runs); resets the counter."""
     if nr == 0:
         return 1, 0, 1
@@ -132,7 +131,7 @@ def _inner(sc, nr):
 
 
 @njit(inline="always")
-def _next_run(sc, nr, off):
+def next_run(sc, nr, off):
     """Advance the reduced-dims counter (all but the innermost entry); the new x offset."""
     for j in range(nr - 2, -1, -1):
         sc[W_RC + j] += 1
@@ -200,7 +199,7 @@ def _slot(op, xa, st, xb, sc, nr, cnt, buf):
     offsets) in the planned order, converted chunk by chunk into ``buf`` (the accumulation
     type). Returns (value, index of the chosen element in visiting order, or -1)."""
     m = buf[0]
-    inner_n, inner_s, n_outer = _inner(sc, nr)
+    inner_n, inner_s, n_outer = inner_run(sc, nr)
     if op == R_PROD:
         acc = cast_like(1.0, m)
     elif (op == R_SUM or op == R_MEAN) and cnt > 0:
@@ -246,7 +245,7 @@ def _slot(op, xa, st, xb, sc, nr, cnt, buf):
         if stop:
             break
         pos += inner_n
-        off = _next_run(sc, nr, off)
+        off = next_run(sc, nr, off)
     return acc, idx
 
 
@@ -265,24 +264,14 @@ def _reduce_typed(op, x, o, o2, sc, nk, nr, cnt, buf):
         if op == R_MEAN:
             st_acc(oa, ost, ob, v / cast_like(cnt, m))
         elif op == R_ANY:
-            _put_i(oa, ost, ob, np.int64(1) if idx >= 0 else np.int64(0))
+            store_i64_call(oa, ost, ob, np.int64(1) if idx >= 0 else np.int64(0))
         elif op == R_ARGMAX or op == R_ARGMIN:
-            _put_i(oa, ost, ob, idx)
+            store_i64_call(oa, ost, ob, idx)
         else:
             st_acc(oa, ost, ob, v)
             if op == R_MAXDIM or op == R_MINDIM:
-                _put_i(o2[0], o2[1], ob2, idx)
-        for j in range(nk - 1, -1, -1):
-            sc[W_KC + j] += 1
-            xb += sc[W_KX + j]
-            ob += sc[W_KO + j]
-            ob2 += sc[W_KO2 + j]
-            if sc[W_KC + j] < sc[W_KN + j]:
-                break
-            xb -= sc[W_KX + j] * sc[W_KN + j]
-            ob -= sc[W_KO + j] * sc[W_KN + j]
-            ob2 -= sc[W_KO2 + j] * sc[W_KN + j]
-            sc[W_KC + j] = 0
+                store_i64_call(o2[0], o2[1], ob2, idx)
+        xb, ob, ob2 = advance_kept(sc, nk, xb, ob, ob2)
     return OK
 
 
@@ -297,10 +286,10 @@ def reduce_kernel(block):
     sc = scratch(block[7], W_WORDS)
     bufa = block[7] + 8 * W_WORDS
     flags = block[8]
-    nr, cnt, empty = _plan_reduced(x, mask, (flags & F_MEM) != 0, sc)
+    nr, cnt, empty = plan_reduced(x, mask, (flags & F_MEM) != 0, sc)
     if empty and (flags & F_NONEMPTY) != 0 and x[2] > 0:
         return INVALID_ARGUMENT
-    st, nk = _plan_kept(x, o, o2, mask, keep, sc)
+    st, nk = plan_kept(x, o, o2, mask, keep, sc)
     if st != OK:
         return st
     if acc == A_F32:
@@ -315,48 +304,40 @@ def reduce_kernel(block):
 # ---- binders --------------------------------------------------------------------------------
 
 
-def _ok(*ts):
+def ok(*ts):
     return all(t.scalar_type in SUPPORTED and t.ndim <= 16 for t in ts)
 
 
-def _is_int(v):
+def is_int(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def _mask(dim, ndim, empty_is_all=True):
+def reduced_mask(dim, ndim, empty_is_all=True):
     """Bit mask of reduced dims as the reference's ``_axes`` reads ``dim``, or None where
     it raises (a dim out of range, repeated, not an int)."""
     if dim is None:
         return (1 << ndim) - 1
-    if _is_int(dim):
+    if is_int(dim):
         dim = [dim]
     if not isinstance(dim, (list, tuple)):
         return None
     if not dim:
         return (1 << ndim) - 1 if empty_is_all else 0
-    n = max(ndim, 1)
-    axes = []
-    for d in dim:
-        if not _is_int(d) or not -n <= d < n:
-            return None
-        axes.append(int(d) % n)
-    if len(set(axes)) != len(axes):
+    mask = dims_mask(dim, max(ndim, 1))
+    if mask is None:
         return None
-    mask = 0
-    for a in axes:
-        mask |= 1 << a
     return mask if ndim else 0
 
 
-def _out_ndim(ndim, mask, keep):
+def out_ndim(ndim, mask, keep):
     return ndim if keep else ndim - bin(mask).count("1")
 
 
-def _target(dtype, out):
-    """The reference's ``_target``: the dtype argument (must be out's) or out's dtype."""
+def target_dtype(dtype, out):
+    """The reference's ``target_dtype``: the dtype argument (must be out's) or out's dtype."""
     if dtype is None:
         return out.dtype
-    if not _is_int(dtype):
+    if not is_int(dtype):
         return None
     try:
         dt = to_numpy_dtype(int(dtype))
@@ -365,7 +346,7 @@ def _target(dtype, out):
     return dt if dt == out.dtype else None
 
 
-def _acc_code(dt):
+def acc_code(dt):
     """The reference's ``_acc``: int64 for integers/bool, else the float compute type."""
     if category(dt) < 2:
         return A_I64
@@ -383,9 +364,9 @@ def _has_empty_extent(t, mask):
 
 def _bind(ctx, op, x, out, mask, keep, acc, flags=0, out2=None):
     outs = (out,) if out2 is None else (out, out2)
-    if mask is None or not _ok(x, *outs):
+    if mask is None or not ok(x, *outs):
         return None
-    nd = _out_ndim(x.ndim, mask, keep)
+    nd = out_ndim(x.ndim, mask, keep)
     if any(t.ndim != nd for t in outs):
         return None
     if flags & F_NONEMPTY and _has_empty_extent(x, mask):
@@ -396,17 +377,17 @@ def _bind(ctx, op, x, out, mask, keep, acc, flags=0, out2=None):
 
 
 def _bind_sum_like(ctx, op, self, dim, keepdim, dtype, out, flags=0):
-    if not _ok(self, out):
+    if not ok(self, out):
         return None
-    target = _target(dtype, out)
+    target = target_dtype(dtype, out)
     if target is None:
         return None
     if op == R_MEAN:
         acc = (A_F64 if compute_dtype(target) == np.float64 else A_F32) \
             if category(target) >= 2 else A_F32
     else:
-        acc = _acc_code(target)
-    return _bind(ctx, op, self, out, _mask(dim, self.ndim), keepdim, acc, flags)
+        acc = acc_code(target)
+    return _bind(ctx, op, self, out, reduced_mask(dim, self.ndim), keepdim, acc, flags)
 
 
 @register_fast("aten::sum.IntList_out", fallback=True)
@@ -431,35 +412,40 @@ def bind_prod(ctx, self, dtype, out):
 
 @register_fast("aten::prod.int_out")
 def bind_prod_int(ctx, self, dim, keepdim, dtype, out):
-    if not _is_int(dim):
+    if not is_int(dim):
         return None
     return _bind_sum_like(ctx, R_PROD, self, [dim], keepdim, dtype, out, F_MEM)
 
 
 @register_fast("aten::amax.out")
 def bind_amax(ctx, self, dim, keepdim, out):
-    return _bind(ctx, R_MAX, self, out, _mask(dim, self.ndim), keepdim, _domain(self), F_NONEMPTY)
+    return _bind(ctx, R_MAX, self, out, reduced_mask(dim, self.ndim), keepdim, _domain(self),
+                 F_NONEMPTY)
 
 
 @register_fast("aten::amin.out")
 def bind_amin(ctx, self, dim, keepdim, out):
-    return _bind(ctx, R_MIN, self, out, _mask(dim, self.ndim), keepdim, _domain(self), F_NONEMPTY)
+    return _bind(ctx, R_MIN, self, out, reduced_mask(dim, self.ndim), keepdim, _domain(self),
+                 F_NONEMPTY)
 
 
 @register_fast("aten::max.unary_out")
 def bind_max_unary(ctx, self, out):
-    return _bind(ctx, R_MAX, self, out, _mask(None, self.ndim), False, _domain(self), F_NONEMPTY)
+    return _bind(ctx, R_MAX, self, out, reduced_mask(None, self.ndim), False, _domain(self),
+                 F_NONEMPTY)
 
 
 @register_fast("aten::min.unary_out")
 def bind_min_unary(ctx, self, out):
-    return _bind(ctx, R_MIN, self, out, _mask(None, self.ndim), False, _domain(self), F_NONEMPTY)
+    return _bind(ctx, R_MIN, self, out, reduced_mask(None, self.ndim), False, _domain(self),
+                 F_NONEMPTY)
 
 
 def _bind_arg(ctx, op, self, dim, keepdim, out):
-    if dim is not None and not _is_int(dim):
+    if dim is not None and not is_int(dim):
         return None
-    return _bind(ctx, op, self, out, _mask(dim, self.ndim), keepdim, _domain(self), F_NONEMPTY)
+    return _bind(ctx, op, self, out, reduced_mask(dim, self.ndim), keepdim, _domain(self),
+                 F_NONEMPTY)
 
 
 @register_fast("aten::argmax.out")
@@ -473,9 +459,9 @@ def bind_argmin(ctx, self, dim, keepdim, out):
 
 
 def _bind_dim_extreme(ctx, op, self, dim, keepdim, values, indices):
-    if not _is_int(dim):
+    if not is_int(dim):
         return None
-    return _bind(ctx, op, self, values, _mask(dim, self.ndim), keepdim, _domain(self),
+    return _bind(ctx, op, self, values, reduced_mask(dim, self.ndim), keepdim, _domain(self),
                  F_NONEMPTY, indices)
 
 
@@ -491,18 +477,18 @@ def bind_min_dim(ctx, self, dim, keepdim, min, min_indices):  # noqa: A002 (sche
 
 @register_fast("aten::any.all_out", fallback=True)
 def bind_any_all(ctx, self, out):
-    return _bind(ctx, R_ANY, self, out, _mask(None, self.ndim), False, _domain(self))
+    return _bind(ctx, R_ANY, self, out, reduced_mask(None, self.ndim), False, _domain(self))
 
 
 @register_fast("aten::any.dims_out")
 def bind_any_dims(ctx, self, dim, keepdim, out):
     # unlike sum, an empty dim list reduces nothing
-    return _bind(ctx, R_ANY, self, out, _mask(dim, self.ndim, empty_is_all=False), keepdim,
+    return _bind(ctx, R_ANY, self, out, reduced_mask(dim, self.ndim, empty_is_all=False), keepdim,
                  _domain(self))
 
 
 @register_fast("aten::any.out", fallback=True)
 def bind_any(ctx, self, dim, keepdim, out):
-    if not _is_int(dim):
+    if not is_int(dim):
         return None
-    return _bind(ctx, R_ANY, self, out, _mask([dim], self.ndim), keepdim, _domain(self))
+    return _bind(ctx, R_ANY, self, out, reduced_mask([dim], self.ndim), keepdim, _domain(self))

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.reduce.generic import (_inner, _mask, _next_run, _ok, _out_ndim, _plan_kept,
-                                         _plan_reduced)
-from pyruntime.kernels.fast.reduce_io import (FLOAT_ST, PW_FRAMES, VAR_WORDS, W_KC, W_KN, W_KO, W_KO2,
-                                            W_KX, W_WORDS, _put_f, ld)
-from pyruntime.kernels.fast.nb import OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, scratch
+from pyruntime.kernels.reduce.generic import (inner_run, next_run, ok, out_ndim, plan_kept,
+                                              plan_reduced, reduced_mask)
+from pyruntime.kernels.fast.reduce_io import (FLOAT_ST, PW_FRAMES, VAR_WORDS, W_WORDS, advance_kept,
+                                              ld)
+from pyruntime.kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like,
+                             scratch, store_f64_call)
 
 
 # ---- var / var_mean: numpy's reduction order -------------------------------------------------
@@ -107,7 +109,7 @@ def _var_sum(sq, xa, st, xb, sc, nr, pw, mean, m, am, stk, stv):
     """numpy's add.reduce of leaf values over one slot: 0.0, plus each innermost run's
     pairwise sum (``pw``) or each element in turn, in memory order."""
     acc = cast_like(0.0, am)
-    inner_n, inner_s, n_outer = _inner(sc, nr)
+    inner_n, inner_s, n_outer = inner_run(sc, nr)
     off = xb
     for t in range(n_outer):
         if pw:
@@ -115,7 +117,7 @@ def _var_sum(sq, xa, st, xb, sc, nr, pw, mean, m, am, stk, stv):
         else:
             for k in range(inner_n):
                 acc += _leaf(sq, xa, st, off + k * inner_s, mean, m, am)
-        off = _next_run(sc, nr, off)
+        off = next_run(sc, nr, off)
     return acc
 
 
@@ -131,20 +133,10 @@ def _var_typed(x, o, o1, sc, nk, nr, pw, cnt, ddof, has_mean, stk, stv, m):
         sm = _var_sum(False, xa, st, xb, sc, nr, pw, m, m, m, stk, stv)
         mean = sm / cast_like(cnt, m)
         ss = _var_sum(True, xa, st, xb, sc, nr, pw, mean, m, np.float64(0), stk, stv)
-        _put_f(o[0], o[1], ob, ss / denom)
+        store_f64_call(o[0], o[1], ob, ss / denom)
         if has_mean:
-            _put_f(o1[0], o1[1], ob1, np.float64(mean))
-        for j in range(nk - 1, -1, -1):
-            sc[W_KC + j] += 1
-            xb += sc[W_KX + j]
-            ob += sc[W_KO + j]
-            ob1 += sc[W_KO2 + j]
-            if sc[W_KC + j] < sc[W_KN + j]:
-                break
-            xb -= sc[W_KX + j] * sc[W_KN + j]
-            ob -= sc[W_KO + j] * sc[W_KN + j]
-            ob1 -= sc[W_KO2 + j] * sc[W_KN + j]
-            sc[W_KC + j] = 0
+            store_f64_call(o1[0], o1[1], ob1, np.float64(mean))
+        xb, ob, ob1 = advance_kept(sc, nk, xb, ob, ob1)
     return OK
 
 
@@ -160,15 +152,15 @@ def var_kernel(block):
     sc = scratch(block[8], VAR_WORDS)
     stk = sc[W_WORDS:W_WORDS + 3 * PW_FRAMES]
     stv = carray(ptr_like(block[8] + 8 * (W_WORDS + 3 * PW_FRAMES), np.float64(0)), PW_FRAMES)
-    nr, cnt, empty = _plan_reduced(x, mask, True, sc)
+    nr, cnt, empty = plan_reduced(x, mask, True, sc)
     # numpy sums the innermost run pairwise when the innermost non-unit memory dim is reduced
     pw = False
     for k in range(x[2] - 1, -1, -1):
-        i = x[40 + k]
-        if x[8 + i] != 1:
+        i = x[D_DIMORDER + k]
+        if x[D_SIZES + i] != 1:
             pw = ((mask >> i) & 1) != 0
             break
-    st, nk = _plan_kept(x, o, o1, mask, keep, sc)
+    st, nk = plan_kept(x, o, o1, mask, keep, sc)
     if st != OK:
         return st
     if wide:
@@ -179,14 +171,14 @@ def var_kernel(block):
 
 def _bind_var(ctx, self, dim, ddof, keepdim, out, out1=None):
     outs = (out,) if out1 is None else (out, out1)
-    if not _ok(self, *outs) or self.scalar_type not in FLOAT_ST:
+    if not ok(self, *outs) or self.scalar_type not in FLOAT_ST:
         return None  # the reference refuses non-float inputs
     if isinstance(ddof, bool) or not isinstance(ddof, (int, float, np.integer, np.floating)):
         return None
-    mask = _mask(dim, self.ndim)
+    mask = reduced_mask(dim, self.ndim)
     if mask is None:
         return None
-    nd = _out_ndim(self.ndim, mask, keepdim)
+    nd = out_ndim(self.ndim, mask, keepdim)
     if any(t.ndim != nd for t in outs):
         return None
     o1 = out if out1 is None else out1

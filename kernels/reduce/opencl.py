@@ -82,20 +82,22 @@ def _float_target(x, out, dtype) -> bool:
         and out.dtype == x.dtype and dtype is None
 
 
-@register_cl("aten::sum.IntList_out")
-def sum_dims(dev, args):
+def float_reduce(dev, args, op):
+    """sum / mean (``op``) of a float tensor over dims into its own dtype, or None."""
     x, dims, keepdim, dtype, out = args
     if not _float_target(x, out, dtype):
         return None
-    return _reduce(dev, x, out, dims, keepdim, SUM, CL_TYPES[x.dtype])
+    return _reduce(dev, x, out, dims, keepdim, op, CL_TYPES[x.dtype])
+
+
+@register_cl("aten::sum.IntList_out")
+def sum_dims(dev, args):
+    return float_reduce(dev, args, SUM)
 
 
 @register_cl("aten::mean.out")
 def mean(dev, args):
-    x, dims, keepdim, dtype, out = args
-    if not _float_target(x, out, dtype):
-        return None
-    return _reduce(dev, x, out, dims, keepdim, MEAN, CL_TYPES[x.dtype])
+    return float_reduce(dev, args, MEAN)
 
 
 def _any_ok(x, out) -> bool:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat, lazy,
-                             resize_to, scratch)
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat,
+                                       lazy, resize_to, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 R_SUM, R_MEAN = 0, 1
@@ -40,7 +41,7 @@ def _reduce_typed(op, x, o, mask, keep, sc, m, cnt):
                 sc[ond] = 1
                 ond += 1
         else:
-            sc[ond] = x[8 + i]
+            sc[ond] = x[D_SIZES + i]
             ond += 1
     st = resize_to(o, sc, ond)
     if st != OK:
@@ -51,7 +52,7 @@ def _reduce_typed(op, x, o, mask, keep, sc, m, cnt):
     count = 1
     for i in range(nd):
         if (mask >> i) & 1:
-            count *= x[8 + i]
+            count *= x[D_SIZES + i]
     init = cast_like(-0.0, m) if count > 0 else cast_like(0.0, m)
     for i in range(onum):
         z[i] = init
@@ -63,10 +64,10 @@ def _reduce_typed(op, x, o, mask, keep, sc, m, cnt):
                 sc[64 + i] = 0
             else:
                 sc[64 + i] = ostride
-                ostride *= x[8 + i]
+                ostride *= x[D_SIZES + i]
         nm = 0
         for i in range(nd):
-            s = x[8 + i]
+            s = x[D_SIZES + i]
             if s == 1:
                 continue
             r = (mask >> i) & 1
@@ -166,7 +167,7 @@ def _count(x, mask):
     c = 1
     for i in range(x[2]):
         if (mask >> i) & 1:
-            c *= x[8 + i]
+            c *= x[D_SIZES + i]
     return c
 
 
@@ -199,11 +200,16 @@ def _reduce_mask(dim, ndim):
         return 0 if all(d in (0, -1) for d in dim) else None
     if not dim:
         return (1 << ndim) - 1
+    return dims_mask(dim, ndim)
+
+
+def dims_mask(dims, n):
+    """Bit mask of ``dims`` (ints in [-n, n)), or None for a bad or repeated dim."""
     axes = []
-    for d in dim:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not -ndim <= d < ndim:
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not -n <= d < n:
             return None
-        axes.append(int(d) % ndim)
+        axes.append(int(d) % n)
     if len(set(axes)) != len(axes):
         return None
     mask = 0

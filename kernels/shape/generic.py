@@ -35,7 +35,7 @@ def _st(dt) -> int:
     return int(from_numpy_dtype(np.dtype(dt)))
 
 
-def _ok(*ts) -> bool:
+def ok(*ts) -> bool:
     return all(t is not None and t.dtype in ANY for t in ts)
 
 
@@ -54,12 +54,12 @@ def _dim_set(dims, n):
     return None if None in ds or len(set(ds)) != len(ds) else ds
 
 
-def _ints(xs, lo=-BIG, hi=BIG) -> bool:
+def ints(xs, lo=-BIG, hi=BIG) -> bool:
     return all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi for x in xs)
 
 
 def _bind(ctx, op, src, out, params=()):
-    if not _ok(src, out):
+    if not ok(src, out):
         return None
     return ctx.bind(lazy(move_kernel), [op, ctx.desc(src), ctx.desc(out), ctx.buffer(SCR * 8)]
                     + [int(p) for p in params])
@@ -69,7 +69,17 @@ def _same_rank(ctx, op, self, out, params=()):
     return _bind(ctx, op, self, out, params) if self.ndim == out.ndim else None
 
 
-def _pattern(value, dt) -> int:
+def bind_dim_mask(ctx, bind, op, self, dims, out):
+    """``bind`` ``op`` with ``dims`` as a bit mask (a rank-0 ``self`` is a copy); None if bad."""
+    ds = _dim_set(dims, self.ndim)
+    if ds is None:
+        return None
+    if self.ndim == 0:
+        return _same_rank(ctx, OP_COPY, self, out)
+    return bind(ctx, op, self, out, [sum(1 << d for d in ds)])
+
+
+def fill_pattern(value, dt) -> int:
     """``value`` (a numpy scalar/array) cast to ``dt`` as numpy's unsafe copy does, as the
     signed integer with the same bytes."""
     a = np.empty((), dt)
@@ -111,7 +121,7 @@ def bind_to_dim_order_copy_any(ctx, self, non_blocking, dim_order, out):
 @register_fast("aten::copy.out")
 def bind_copy(ctx, self, src, non_blocking, out):
     # the value is src cast to self's dtype, then to out's: decline the one double cast
-    if not _ok(self) or src.ndim > self.ndim or out.ndim != self.ndim \
+    if not ok(self) or src.ndim > self.ndim or out.ndim != self.ndim \
             or (src.dtype != self.dtype and out.dtype != self.dtype):
         return None
     return _bind(ctx, OP_BCAST, src, out, [ctx.desc(self)])
@@ -129,7 +139,7 @@ def bind_copy_any(ctx, self, src, non_blocking):
 @register_fast("aten::narrow_copy.out")
 def bind_narrow(ctx, self, dim, start, length, out):
     d = _dim(dim, self.ndim) if self.ndim else None
-    if d is None or not _ints([start, length]):
+    if d is None or not ints([start, length]):
         return None
     return _same_rank(ctx, OP_NARROW, self, out, [d, start, length])
 
@@ -138,7 +148,7 @@ def bind_narrow(ctx, self, dim, start, length, out):
 def bind_diagonal(ctx, self, offset, dim1, dim2, out):
     n = self.ndim
     d1, d2 = (_dim(dim1, n), _dim(dim2, n)) if n >= 2 else (None, None)
-    if d1 is None or d2 is None or d1 == d2 or out.ndim != n - 1 or not _ints([offset]):
+    if d1 is None or d2 is None or d1 == d2 or out.ndim != n - 1 or not ints([offset]):
         return None
     return _bind(ctx, OP_DIAG, self, out, [offset, d1, d2])
 
@@ -147,7 +157,7 @@ def bind_diagonal(ctx, self, offset, dim1, dim2, out):
 def bind_as_strided(ctx, self, size, stride, storage_offset, out):
     off = 0 if storage_offset is None else storage_offset
     if len(size) != len(stride) or len(size) != out.ndim or len(size) > 16 \
-            or not _ints(list(size) + list(stride) + [off], 0, 1 << 40):
+            or not ints(list(size) + list(stride) + [off], 0, 1 << 40):
         return None
     return _bind(ctx, OP_STRIDED, self, out, [len(size), off] + list(size) + list(stride))
 
@@ -155,7 +165,7 @@ def bind_as_strided(ctx, self, size, stride, storage_offset, out):
 @register_fast("aten::unfold_copy.out")
 def bind_unfold(ctx, self, dimension, size, step, out):
     d = _dim(dimension, self.ndim)
-    if d is None or not _ints([size, step], 0) or step <= 0 or out.ndim != self.ndim + 1 \
+    if d is None or not ints([size, step], 0) or step <= 0 or out.ndim != self.ndim + 1 \
             or self.ndim >= 16:
         return None
     return _bind(ctx, OP_UNFOLD, self, out, [d, size, step])
@@ -164,7 +174,7 @@ def bind_unfold(ctx, self, dimension, size, step, out):
 @register_fast("aten::view_as_real_copy.out")
 def bind_view_as_real(ctx, self, out):
     comp = COMPONENT.get(self.dtype)
-    if comp is None or not _ok(out) or out.ndim != self.ndim + 1 or self.ndim >= 16:
+    if comp is None or not ok(out) or out.ndim != self.ndim + 1 or self.ndim >= 16:
         return None
     return ctx.bind(lazy(move_kernel), [OP_REAL, ctx.desc(self), ctx.desc(out),
                                         ctx.buffer(SCR * 8), _st(comp)])
@@ -202,7 +212,7 @@ def bind_t_any(ctx, self, out):
 @register_fast("aten::expand_copy.out", fallback=True)
 def bind_expand_any(ctx, self, size, implicit, out):
     lead = len(size) - self.ndim
-    if lead < 0 or len(size) != out.ndim or not _ints(size, -1, 1 << 50) \
+    if lead < 0 or len(size) != out.ndim or not ints(size, -1, 1 << 50) \
             or any(s < 0 for s in size[:lead]):
         return None
     return _bind(ctx, OP_EXPAND, self, out, [len(size)] + list(size))
@@ -213,7 +223,7 @@ def bind_slice_any(ctx, self, dim, start, end, step, out):
     d = _dim(dim, self.ndim) if self.ndim else None
     start = 0 if start is None else start
     end = BIG if end is None else end
-    if d is None or not _ints([step], 1) or not _ints([start, end], -(1 << 200), 1 << 200):
+    if d is None or not ints([step], 1) or not ints([start, end], -(1 << 200), 1 << 200):
         return None
     start, end = (max(-BIG, min(BIG, v)) for v in (start, end))
     return _same_rank(ctx, OP_SLICE, self, out, [d, start, end, step])
@@ -222,19 +232,14 @@ def bind_slice_any(ctx, self, dim, start, end, step, out):
 @register_fast("aten::select_copy.int_out", fallback=True)
 def bind_select_any(ctx, self, dim, index, out):
     d = _dim(dim, self.ndim) if self.ndim else None
-    if d is None or not _ints([index]) or out.ndim != self.ndim - 1:
+    if d is None or not ints([index]) or out.ndim != self.ndim - 1:
         return None
     return _bind(ctx, OP_SELECT, self, out, [d, index])
 
 
 @register_fast("aten::squeeze_copy.dims_out", fallback=True)
 def bind_squeeze_dims_any(ctx, self, dim, out):
-    ds = _dim_set(dim, self.ndim)
-    if ds is None:
-        return None
-    if self.ndim == 0:
-        return _same_rank(ctx, OP_COPY, self, out)
-    return _bind(ctx, OP_SQUEEZE, self, out, [sum(1 << d for d in ds)])
+    return bind_dim_mask(ctx, _bind, OP_SQUEEZE, self, dim, out)
 
 
 @register_fast("aten::squeeze_copy.dim_out", fallback=True)
@@ -252,7 +257,7 @@ def bind_unsqueeze_any(ctx, self, dim, out):
 
 @register_fast("aten::view_copy.out", fallback=True)
 def bind_view_any(ctx, self, size, out):
-    if len(size) != out.ndim or not _ints(size, -1, 1 << 50) or list(size).count(-1) > 1 \
+    if len(size) != out.ndim or not ints(size, -1, 1 << 50) or list(size).count(-1) > 1 \
             or not (self.is_contiguous() or out.is_contiguous()):
         return None
     return _bind(ctx, OP_VIEW, self, out, [len(size)] + list(size))
@@ -262,17 +267,12 @@ def bind_view_any(ctx, self, size, out):
 
 @register_fast("aten::flip.out")
 def bind_flip(ctx, self, dims, out):
-    ds = _dim_set(dims, self.ndim)
-    if ds is None:
-        return None
-    if self.ndim == 0:
-        return _same_rank(ctx, OP_COPY, self, out)
-    return _same_rank(ctx, OP_FLIP, self, out, [sum(1 << d for d in ds)])
+    return bind_dim_mask(ctx, _same_rank, OP_FLIP, self, dims, out)
 
 
 @register_fast("aten::roll.out")
 def bind_roll(ctx, self, shifts, dims, out):
-    if not _ints(shifts):
+    if not ints(shifts):
         return None
     if not dims:
         if len(shifts) != 1:
@@ -286,7 +286,7 @@ def bind_roll(ctx, self, shifts, dims, out):
     total = {}
     for d, s in zip(ds, shifts):  # rolling a dim twice rolls it by the sum
         total[d] = total.get(d, 0) + s
-    if not _ints(total.values()):
+    if not ints(total.values()):
         return None
     params = [len(total)]
     for d, s in total.items():
@@ -297,14 +297,14 @@ def bind_roll(ctx, self, shifts, dims, out):
 @register_fast("aten::repeat.out")
 def bind_repeat(ctx, self, repeats, out):
     lead = len(repeats) - self.ndim
-    if lead < 0 or not _ints(repeats, 0, 1 << 40) or out.ndim != len(repeats) \
+    if lead < 0 or not ints(repeats, 0, 1 << 40) or out.ndim != len(repeats) \
             or len(repeats) + sum(r != 1 for r in repeats[lead:]) > 16:
         return None
     return _bind(ctx, OP_REPEAT, self, out, [len(repeats)] + list(repeats))
 
 
 def _bind_shuffle(ctx, op, self, r, out):
-    if not _ints([r], 1, 1 << 20) or not 3 <= self.ndim <= 14:
+    if not ints([r], 1, 1 << 20) or not 3 <= self.ndim <= 14:
         return None
     return _same_rank(ctx, op, self, out, [r])
 
@@ -321,14 +321,14 @@ def bind_pixel_unshuffle(ctx, self, downscale_factor, out):
 
 @register_fast("aten::tril.out")
 def bind_tril(ctx, self, diagonal, out):
-    if self.ndim < 2 or not _ints([diagonal]):
+    if self.ndim < 2 or not ints([diagonal]):
         return None
     return _same_rank(ctx, OP_TRIL, self, out, [diagonal])
 
 
 @register_fast("aten::triu.out")
 def bind_triu(ctx, self, diagonal, out):
-    if self.ndim < 2 or not _ints([diagonal]):
+    if self.ndim < 2 or not ints([diagonal]):
         return None
     return _same_rank(ctx, OP_TRIU, self, out, [diagonal])
 
@@ -337,20 +337,21 @@ def bind_triu(ctx, self, diagonal, out):
 
 @register_fast("aten::constant_pad_nd.out")
 def bind_constant_pad(ctx, self, pad, value, out):
-    if len(pad) % 2 or len(pad) // 2 > self.ndim or not _ints(pad, -(1 << 40), 1 << 40) \
-            or not isinstance(value, (bool, int, float)) or not _ok(self, out):
+    if len(pad) % 2 or len(pad) // 2 > self.ndim or not ints(pad, -(1 << 40), 1 << 40) \
+            or not isinstance(value, (bool, int, float)) or not ok(self, out):
         return None
     # as the reference: the value in self's dtype, then cast to out's
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         v = np.array(value).astype(self.dtype)
-    return _same_rank(ctx, OP_CPAD, self, out, [_pattern(v, out.dtype), len(pad) // 2] + list(pad))
+    words = [fill_pattern(v, out.dtype), len(pad) // 2] + list(pad)
+    return _same_rank(ctx, OP_CPAD, self, out, words)
 
 
 def _pad_binder(k, op):
     def bind(ctx, self, padding, out):
         if len(padding) != 2 * k or self.ndim not in (k + 1, k + 2) \
-                or not _ints(padding, -(1 << 40), 1 << 40):
+                or not ints(padding, -(1 << 40), 1 << 40):
             return None
         return _same_rank(ctx, op, self, out, [k] + list(padding))
     return bind
@@ -378,7 +379,7 @@ def _exact(src, dt) -> bool:
 def _join_ok(tensors, out) -> bool:
     """The reference casts every input to the promoted dtype, then to out's: accept the
     cases where that equals one cast."""
-    if not tensors or any(t is None for t in tensors) or not _ok(out, *tensors):
+    if not tensors or any(t is None for t in tensors) or not ok(out, *tensors):
         return False
     dt = tensors[0].dtype
     for t in tensors[1:]:
@@ -412,14 +413,14 @@ def bind_cat_any(ctx, tensors, dim, out):
 
 
 def _split_ok(self, out, rank):
-    return self.ndim > 0 and out and not any(o is None for o in out) and _ok(self, *out) \
+    return self.ndim > 0 and out and not any(o is None for o in out) and ok(self, *out) \
         and all(o.ndim == rank for o in out)
 
 
 @register_fast("aten::split_copy.Tensor_out")
 def bind_split(ctx, self, split_size, dim, out):
     d = _dim(dim, self.ndim)
-    if d is None or not _split_ok(self, out, self.ndim) or not _ints([split_size], 0):
+    if d is None or not _split_ok(self, out, self.ndim) or not ints([split_size], 0):
         return None
     return _bind_list(ctx, OP_SPLIT, self, None, d, out, [split_size])
 
@@ -428,7 +429,7 @@ def bind_split(ctx, self, split_size, dim, out):
 def bind_split_with_sizes_any(ctx, self, split_sizes, dim, out):
     d = _dim(dim, self.ndim)
     if d is None or not _split_ok(self, out, self.ndim) or len(split_sizes) != len(out) \
-            or not _ints(split_sizes, 0):
+            or not ints(split_sizes, 0):
         return None
     return _bind_list(ctx, OP_SPLITS, self, None, d, out, split_sizes)
 

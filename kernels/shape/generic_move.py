@@ -28,15 +28,16 @@ iteration space and the segments.
 from __future__ import annotations
 
 
-from pyruntime.kernels.fast.copy_engine import W_OUT
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.kernels.fast.copy_engine import W_OUT, join_out
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.move_copy import (NSEG, OP_CAT, OP_COPY_INTO, OP_CPAD, OP_REAL,
                                             OP_ROLL_FLAT, OP_SPLIT, OP_SPLITS, OP_STACK, OP_TRIL,
-                                            OP_TRIU, OP_UNBIND, SCR, SPECIAL, V_N, V_S, V_T, _fill,
-                                            _pieces, _seg)
-from pyruntime.kernels.shape.generic_space import _build, _roll_flat, _special, _triangle
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
-                             resize_to, scratch)
+                                            OP_TRIU, OP_UNBIND, SCR, SPECIAL, V_N, V_S, V_T, fill,
+                                            copy_pieces, seg, whole_dim)
+from pyruntime.kernels.shape.generic_space import build, roll_flat, special, triangle
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size,
+                                       is_contiguous, resize_to, scratch)
 
 
 # ---- joins and splits ----------------------------------------------------------------------
@@ -50,12 +51,9 @@ def _part(s, a, o, d, drop, pos):
     for i in range(nd):
         if drop and i == d:
             continue
-        s[V_N + k] = o[8 + k]
-        s[V_S + k] = a[24 + i]
-        s[V_T + k] = o[24 + k]
-        s[NSEG + k] = 0
+        whole_dim(s, k, o[D_SIZES + k], a[D_STRIDES + i], o[D_STRIDES + k])
         k += 1
-    _pieces(s, k, a[0] + pos * a[24 + d] * elem_size(a[1]), a[1], o[0], o[1])
+    copy_pieces(s, k, a[0] + pos * a[D_STRIDES + d] * elem_size(a[1]), a[1], o[0], o[1])
 
 
 @njit
@@ -65,34 +63,7 @@ def _lists(op, block, s):
     if op == OP_STACK or op == OP_CAT:
         o = desc(block[2])
         nd = o[2]
-        first = -1
-        total = 0
-        for k in range(n):
-            a = desc(block[6 + k])
-            if op == OP_CAT and a[2] == 1 and a[3] == 0:
-                continue  # legacy empty tensors are skipped whatever their rank
-            if first < 0:
-                first = k
-                for i in range(a[2]):
-                    s[W_OUT + i] = a[8 + i]
-            na = nd - 1 if op == OP_STACK else nd
-            if a[2] != na:
-                return INVALID_ARGUMENT
-            for i in range(na):
-                if a[8 + i] != s[W_OUT + i] and (op == OP_STACK or i != d):
-                    return INVALID_ARGUMENT
-            total += 1 if op == OP_STACK else a[8 + d]
-        if first < 0:
-            if nd != 1:
-                return NOT_SUPPORTED
-            s[W_OUT] = 0
-        elif op == OP_STACK:
-            for i in range(nd - 1, d, -1):
-                s[W_OUT + i] = s[W_OUT + i - 1]
-            s[W_OUT + d] = n
-        else:
-            s[W_OUT + d] = total
-        st = resize_to(o, s[W_OUT:], nd)
+        st = join_out(block, 6, n, o, d, s, op == OP_STACK)
         if st != OK:
             return st
         pos = 0
@@ -104,17 +75,14 @@ def _lists(op, block, s):
             for i in range(nd):
                 if op == OP_STACK and i == d:
                     continue
-                s[V_N + m] = a[8 + m]
-                s[V_S + m] = a[24 + m]
-                s[V_T + m] = o[24 + i]
-                s[NSEG + m] = 0
+                whole_dim(s, m, a[D_SIZES + m], a[D_STRIDES + m], o[D_STRIDES + i])
                 m += 1
-            _pieces(s, m, a[0], a[1], o[0] + pos * o[24 + d] * elem_size(o[1]), o[1])
-            pos += 1 if op == OP_STACK else a[8 + d]
+            copy_pieces(s, m, a[0], a[1], o[0] + pos * o[D_STRIDES + d] * elem_size(o[1]), o[1])
+            pos += 1 if op == OP_STACK else a[D_SIZES + d]
         return OK
     a = desc(block[1])
     nd = a[2]
-    size = a[8 + d]
+    size = a[D_SIZES + d]
     if op == OP_SPLIT:
         ss = block[6 + n]
         parts = 1
@@ -140,7 +108,7 @@ def _lists(op, block, s):
         for i in range(nd):
             if op == OP_UNBIND and i == d:
                 continue
-            s[W_OUT + m] = a[8 + i]
+            s[W_OUT + m] = a[D_SIZES + i]
             m += 1
         part = 1
         if op == OP_SPLIT:
@@ -164,7 +132,7 @@ def move_kernel(block):
         return _lists(op, block, s)
     a = desc(block[1])
     o = desc(block[2])
-    st, nd, off = _build(op, block, a, o, s)
+    st, nd, off = build(op, block, a, o, s)
     if st != OK:
         return st
     if op != OP_COPY_INTO:
@@ -175,7 +143,7 @@ def move_kernel(block):
     sst = block[4] if op == OP_REAL else a[1]
     if op == OP_ROLL_FLAT:
         if not (is_contiguous(a) and is_contiguous(o)):
-            _roll_flat(a, o, sst, block[4], s)
+            roll_flat(a, o, sst, block[4], s)
             return OK
         n = a[3]  # both flat: two runs
         if n == 0:
@@ -185,19 +153,19 @@ def move_kernel(block):
         s[V_N] = n
         s[V_S] = 1
         s[NSEG] = 2
-        _seg(s, 0, 0, 0, sh, n - sh, 1)
-        _seg(s, 0, 1, sh, n - sh, 0, 1)
+        seg(s, 0, 0, 0, sh, n - sh, 1)
+        seg(s, 0, 1, sh, n - sh, 0, 1)
         s[V_T] = 1
     elif op in SPECIAL:
-        nd = _special(op, block, a, o, s)
+        nd = special(op, block, a, o, s)
         if nd < 0:
             return NOT_SUPPORTED
     else:
         for i in range(nd):
-            s[V_T + i] = o[24 + i]
+            s[V_T + i] = o[D_STRIDES + i]
     if op == OP_CPAD:
-        _fill(o[0], elem_size(o[1]), o[3], block[4], 1)
-    _pieces(s, nd, a[0] + off * elem_size(sst), sst, o[0], o[1])
+        fill(o[0], elem_size(o[1]), o[3], block[4], 1)
+    copy_pieces(s, nd, a[0] + off * elem_size(sst), sst, o[0], o[1])
     if op == OP_TRIL or op == OP_TRIU:
-        _triangle(o, op == OP_TRIL, block[4])
+        triangle(o, op == OP_TRIL, block[4])
     return OK

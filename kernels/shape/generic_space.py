@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 
-from pyruntime.kernels.fast.copy_engine import W_OUT, expand_view, view_sizes
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.kernels.fast.copy_engine import W_OUT, clamp_bound, expand_view, view_sizes
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD, OP_DIAG,
-                                            OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE, OP_PSHUF,
-                                            OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
-                                            OP_REPLICATE, OP_ROLL, OP_ROLL_FLAT, OP_SELECT,
-                                            OP_SLICE, OP_SQUEEZE, OP_STRIDED, OP_TRIL, OP_TRIU,
-                                            OP_UNFOLD, OP_UNSQUEEZE, OP_VIEW, V_N, V_S, V_T, _fill,
-                                            _seg, _xfer)
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size, is_contiguous,
-                             offset_of)
+from pyruntime.kernels.fast.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD,
+                                              OP_DIAG, OP_EXPAND, OP_FLIP, OP_NARROW, OP_PERMUTE,
+                                              OP_PSHUF, OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
+                                              OP_REPLICATE, OP_ROLL, OP_ROLL_FLAT, OP_SELECT,
+                                              OP_SLICE, OP_SQUEEZE, OP_STRIDED, OP_TRIL, OP_TRIU,
+                                              OP_UNFOLD, OP_UNSQUEEZE, OP_VIEW, V_N, V_S, V_T, fill,
+                                              seg, whole_dim, xfer)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size,
+                                       is_contiguous, offset_of)
 
 
 # ---- building the iteration space of each op ---------------------------------------------
@@ -21,8 +22,8 @@ from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc
 @njit(inline="always")
 def _view_in(s, a, nd):
     for i in range(nd):
-        s[V_N + i] = a[8 + i]
-        s[V_S + i] = a[24 + i]
+        s[V_N + i] = a[D_SIZES + i]
+        s[V_S + i] = a[D_STRIDES + i]
 
 
 @njit
@@ -33,14 +34,14 @@ def _bcast(s, a, t):
     if lead < 0:
         return INVALID_ARGUMENT
     for i in range(nd):
-        want = t[8 + i]
+        want = t[D_SIZES + i]
         s[V_N + i] = want
         if i < lead:
             s[V_S + i] = 0
         else:
-            have = a[8 + i - lead]
+            have = a[D_SIZES + i - lead]
             if have == want:
-                s[V_S + i] = a[24 + i - lead]
+                s[V_S + i] = a[D_STRIDES + i - lead]
             elif have == 1:
                 s[V_S + i] = 0
             else:
@@ -51,7 +52,7 @@ def _bcast(s, a, t):
 @njit
 def _pad_segments(s, a, d, lo, hi, reflect):
     """Reflection/replication pad of dim ``d``: three affine segments (ATen's index maps)."""
-    n = a[8 + d]
+    n = a[D_SIZES + d]
     size = n + lo + hi
     if size <= 0 or n == 0 or (reflect and (lo >= n or hi >= n)):
         return INVALID_ARGUMENT
@@ -59,21 +60,21 @@ def _pad_segments(s, a, d, lo, hi, reflect):
     s[NSEG + d] = 3
     ca = min(lo, size) if lo > 0 else 0  # out positions left of the input
     if reflect:
-        _seg(s, d, 0, 0, ca, lo, -1)
+        seg(s, d, 0, 0, ca, lo, -1)
     else:
-        _seg(s, d, 0, 0, ca, 0, 0)
+        seg(s, d, 0, 0, ca, 0, 0)
     bs = max(lo, 0)
-    _seg(s, d, 1, bs, min(lo + n, size) - bs, bs - lo, 1)
+    seg(s, d, 1, bs, min(lo + n, size) - bs, bs - lo, 1)
     cs = max(lo + n, 0)  # right of the input
     if reflect:
-        _seg(s, d, 2, cs, size - cs, 2 * (n - 1) - (cs - lo), -1)
+        seg(s, d, 2, cs, size - cs, 2 * (n - 1) - (cs - lo), -1)
     else:
-        _seg(s, d, 2, cs, size - cs, n - 1, 0)
+        seg(s, d, 2, cs, size - cs, n - 1, 0)
     return OK
 
 
 @njit
-def _build(op, block, a, o, s):
+def build(op, block, a, o, s):
     """Fill the iteration space for ``op``; returns (status, iteration rank, source offset)."""
     nd = a[2]
     for i in range(16):
@@ -91,7 +92,7 @@ def _build(op, block, a, o, s):
         d = block[4]
         start = block[5]
         length = block[6]
-        n = a[8 + d]
+        n = a[D_SIZES + d]
         if start < -n or start > n:
             return INVALID_ARGUMENT, nd, off
         if start < 0:
@@ -100,7 +101,7 @@ def _build(op, block, a, o, s):
             return INVALID_ARGUMENT, nd, off
         _view_in(s, a, nd)
         s[V_N + d] = length
-        off = start * a[24 + d]
+        off = start * a[D_STRIDES + d]
     elif op == OP_DIAG:
         offset = block[4]
         d1 = block[5]
@@ -108,22 +109,22 @@ def _build(op, block, a, o, s):
         k = 0
         for i in range(nd):
             if i != d1 and i != d2:
-                s[V_N + k] = a[8 + i]
-                s[V_S + k] = a[24 + i]
+                s[V_N + k] = a[D_SIZES + i]
+                s[V_S + k] = a[D_STRIDES + i]
                 k += 1
-        n1 = a[8 + d1]
-        n2 = a[8 + d2]
+        n1 = a[D_SIZES + d1]
+        n2 = a[D_SIZES + d2]
         if offset >= 0:
             ln = min(n1, n2 - offset)
-            off = offset * a[24 + d2]
+            off = offset * a[D_STRIDES + d2]
         else:
             ln = min(n1 + offset, n2)
-            off = -offset * a[24 + d1]
+            off = -offset * a[D_STRIDES + d1]
         if ln <= 0:
             ln = 0
             off = 0
         s[V_N + k] = ln
-        s[V_S + k] = a[24 + d1] + a[24 + d2]
+        s[V_S + k] = a[D_STRIDES + d1] + a[D_STRIDES + d2]
         nd = k + 1
     elif op == OP_STRIDED:
         nd = block[4]
@@ -150,19 +151,19 @@ def _build(op, block, a, o, s):
             s[V_S] = 0
             nd = 1
         else:
-            n = a[8 + d]
+            n = a[D_SIZES + d]
             if size > n:
                 return INVALID_ARGUMENT, nd, off
             _view_in(s, a, nd)
             s[V_N + d] = (n - size) // step + 1
-            s[V_S + d] = a[24 + d] * step
+            s[V_S + d] = a[D_STRIDES + d] * step
             s[V_N + nd] = size
-            s[V_S + nd] = a[24 + d]
+            s[V_S + nd] = a[D_STRIDES + d]
             nd += 1
     elif op == OP_REAL:  # in units of the complex type's components
         for i in range(nd):
-            s[V_N + i] = a[8 + i]
-            s[V_S + i] = 2 * a[24 + i]
+            s[V_N + i] = a[D_SIZES + i]
+            s[V_S + i] = 2 * a[D_STRIDES + i]
         s[V_N + nd] = 2
         s[V_S + nd] = 1
         nd += 1
@@ -171,28 +172,28 @@ def _build(op, block, a, o, s):
         mask = block[4]
         for i in range(nd):
             if (mask >> i) & 1 == 1:
-                n = a[8 + i]
+                n = a[D_SIZES + i]
                 s[NSEG + i] = 1
-                _seg(s, i, 0, 0, n, n - 1, -1)
+                seg(s, i, 0, 0, n, n - 1, -1)
     elif op == OP_ROLL:
         _view_in(s, a, nd)
         for k in range(block[4]):
             d = block[5 + 2 * k]
-            n = a[8 + d]
+            n = a[D_SIZES + d]
             if n == 0:
                 continue
             sh = block[6 + 2 * k] % n
             if sh != 0:  # out[i] = in[(i - sh) mod n]
                 s[NSEG + d] = 2
-                _seg(s, d, 0, 0, sh, n - sh, 1)
-                _seg(s, d, 1, sh, n - sh, 0, 1)
+                seg(s, d, 0, 0, sh, n - sh, 1)
+                seg(s, d, 1, sh, n - sh, 0, 1)
     elif op == OP_CPAD:
         _view_in(s, a, nd)
         for i in range(block[5]):
             d = nd - 1 - i
             lo = block[6 + 2 * i]
             hi = block[7 + 2 * i]
-            n = a[8 + d]
+            n = a[D_SIZES + d]
             size = n + lo + hi
             if size < 0:
                 return INVALID_ARGUMENT, nd, off
@@ -200,7 +201,7 @@ def _build(op, block, a, o, s):
             keep = max(0, n - clo - max(0, -hi))
             s[V_N + d] = size
             s[NSEG + d] = 1
-            _seg(s, d, 0, max(0, lo), keep, clo, 1)
+            seg(s, d, 0, max(0, lo), keep, clo, 1)
     elif op == OP_REFLECT or op == OP_REPLICATE:
         _view_in(s, a, nd)
         for i in range(block[4]):
@@ -213,15 +214,15 @@ def _build(op, block, a, o, s):
         lead = n - nd
         for j in range(n):
             r = block[5 + j]
-            s[W_OUT + j] = r if j < lead else r * a[8 + j - lead]
+            s[W_OUT + j] = r if j < lead else r * a[D_SIZES + j - lead]
         nd = n
     elif op == OP_PSHUF or op == OP_PUNSHUF:
         r = block[4]
         for i in range(nd):
-            s[W_OUT + i] = a[8 + i]
-        c = a[8 + nd - 3]
-        h = a[8 + nd - 2]
-        w = a[8 + nd - 1]
+            s[W_OUT + i] = a[D_SIZES + i]
+        c = a[D_SIZES + nd - 3]
+        h = a[D_SIZES + nd - 2]
+        w = a[D_SIZES + nd - 1]
         if op == OP_PSHUF:
             if c % (r * r) != 0:
                 return INVALID_ARGUMENT, nd, off
@@ -239,15 +240,6 @@ def _build(op, block, a, o, s):
     return OK, nd, off
 
 
-@njit(inline="always")
-def _clamp(i, n):
-    if i < 0:
-        i += n
-        if i < 0:
-            i = 0
-    return n if i > n else i
-
-
 @njit
 def _build_view(op, block, a, s):
     """The plain views (permute, expand, slice, select, squeeze, unsqueeze, view), for
@@ -257,8 +249,8 @@ def _build_view(op, block, a, s):
     if op == OP_PERMUTE:
         for i in range(nd):
             p = block[4 + i]
-            s[V_N + i] = a[8 + p]
-            s[V_S + i] = a[24 + p]
+            s[V_N + i] = a[D_SIZES + p]
+            s[V_S + i] = a[D_STRIDES + p]
     elif op == OP_EXPAND:
         n = block[4]
         if not expand_view(a, block, 5, n, s, V_N, V_S):
@@ -267,21 +259,21 @@ def _build_view(op, block, a, s):
     elif op == OP_SLICE:
         d = block[4]
         step = block[7]
-        n = a[8 + d]
-        start = _clamp(block[5], n)
-        end = _clamp(block[6], n)
+        n = a[D_SIZES + d]
+        start = clamp_bound(block[5], n)
+        end = clamp_bound(block[6], n)
         _view_in(s, a, nd)
         s[V_N + d] = (end - start + step - 1) // step if end > start else 0
-        s[V_S + d] = a[24 + d] * step
-        off = start * a[24 + d]
+        s[V_S + d] = a[D_STRIDES + d] * step
+        off = start * a[D_STRIDES + d]
     elif op == OP_SELECT or op == OP_SQUEEZE or op == OP_UNSQUEEZE:
         d = block[4]
         if op == OP_SELECT:
-            n = a[8 + d]
+            n = a[D_SIZES + d]
             idx = block[5]
             if idx < -n or idx >= n:
                 return INVALID_ARGUMENT, nd, off
-            off = (idx + n if idx < 0 else idx) * a[24 + d]
+            off = (idx + n if idx < 0 else idx) * a[D_STRIDES + d]
         k = 0
         for i in range(nd + 1):
             if op == OP_UNSQUEEZE and i == d:
@@ -292,13 +284,13 @@ def _build_view(op, block, a, s):
                 break
             if op == OP_SELECT and i == d:
                 continue
-            if op == OP_SQUEEZE and (d >> i) & 1 == 1 and a[8 + i] == 1:
+            if op == OP_SQUEEZE and (d >> i) & 1 == 1 and a[D_SIZES + i] == 1:
                 continue
-            s[V_N + k] = a[8 + i]
-            s[V_S + k] = a[24 + i]
+            s[V_N + k] = a[D_SIZES + i]
+            s[V_S + k] = a[D_STRIDES + i]
             k += 1
         nd = k
-    elif op == OP_VIEW:  # out sizes only (one -1 inferred); see _special
+    elif op == OP_VIEW:  # out sizes only (one -1 inferred); see special
         n = block[4]
         if not view_sizes(block, 5, n, a[3], s):
             return INVALID_ARGUMENT, nd, off
@@ -308,15 +300,8 @@ def _build_view(op, block, a, s):
     return OK, nd, off
 
 
-@njit(inline="always")
-def _dim3(s, k, n, ss, ts):
-    s[V_N + k] = n
-    s[V_S + k] = ss
-    s[V_T + k] = ts
-
-
 @njit
-def _special(op, block, a, o, s):
+def special(op, block, a, o, s):
     """Iteration space of repeat / pixel (un)shuffle over the resized out; returns its rank."""
     nd = a[2]
     if op == OP_VIEW:  # iterate whichever side is contiguous, the other in its own strides
@@ -327,10 +312,10 @@ def _special(op, block, a, o, s):
         k = v[2]
         st = 1
         for i in range(k - 1, -1, -1):
-            s[V_N + i] = v[8 + i]
-            s[V_S + i] = st if src_flat else a[24 + i]
-            s[V_T + i] = o[24 + i] if src_flat else st
-            st *= v[8 + i]
+            s[V_N + i] = v[D_SIZES + i]
+            s[V_S + i] = st if src_flat else a[D_STRIDES + i]
+            s[V_T + i] = o[D_STRIDES + i] if src_flat else st
+            st *= v[D_SIZES + i]
         return k
     if op == OP_REPEAT:
         n = block[4]
@@ -338,59 +323,59 @@ def _special(op, block, a, o, s):
         k = 0
         for j in range(n):
             r = block[5 + j]
-            t = o[24 + j]
+            t = o[D_STRIDES + j]
             if j < lead:
-                _dim3(s, k, r, 0, t)
+                whole_dim(s, k, r, 0, t)
                 k += 1
             else:
-                m = a[8 + j - lead]
+                m = a[D_SIZES + j - lead]
                 if r != 1:  # the copies of the whole dim, then the dim itself
-                    _dim3(s, k, r, 0, t * m)
+                    whole_dim(s, k, r, 0, t * m)
                     k += 1
-                _dim3(s, k, m, a[24 + j - lead], t)
+                whole_dim(s, k, m, a[D_STRIDES + j - lead], t)
                 k += 1
         return k
     r = block[4]
     lead = nd - 3
     for i in range(lead):
-        _dim3(s, i, a[8 + i], a[24 + i], o[24 + i])
-    sc, sh, sw = a[24 + lead], a[24 + lead + 1], a[24 + lead + 2]
-    tc, th, tw = o[24 + lead], o[24 + lead + 1], o[24 + lead + 2]
-    h = a[8 + lead + 1]
-    w = a[8 + lead + 2]
+        whole_dim(s, i, a[D_SIZES + i], a[D_STRIDES + i], o[D_STRIDES + i])
+    sc, sh, sw = a[D_STRIDES + lead], a[D_STRIDES + lead + 1], a[D_STRIDES + lead + 2]
+    tc, th, tw = o[D_STRIDES + lead], o[D_STRIDES + lead + 1], o[D_STRIDES + lead + 2]
+    h = a[D_SIZES + lead + 1]
+    w = a[D_SIZES + lead + 2]
     if op == OP_PSHUF:  # out[c, y*r+i, x*r+j] = in[c*r*r + i*r + j, y, x]
-        _dim3(s, lead, o[8 + lead], sc * r * r, tc)
-        _dim3(s, lead + 1, h, sh, th * r)
-        _dim3(s, lead + 2, r, sc * r, th)
-        _dim3(s, lead + 3, w, sw, tw * r)
-        _dim3(s, lead + 4, r, sc, tw)
+        whole_dim(s, lead, o[D_SIZES + lead], sc * r * r, tc)
+        whole_dim(s, lead + 1, h, sh, th * r)
+        whole_dim(s, lead + 2, r, sc * r, th)
+        whole_dim(s, lead + 3, w, sw, tw * r)
+        whole_dim(s, lead + 4, r, sc, tw)
     else:  # out[c*r*r + i*r + j, y, x] = in[c, y*r+i, x*r+j]
-        _dim3(s, lead, a[8 + lead], sc, tc * r * r)
-        _dim3(s, lead + 1, r, sh, tc * r)
-        _dim3(s, lead + 2, r, sw, tc)
-        _dim3(s, lead + 3, h // r, sh * r, th)
-        _dim3(s, lead + 4, w // r, sw * r, tw)
+        whole_dim(s, lead, a[D_SIZES + lead], sc, tc * r * r)
+        whole_dim(s, lead + 1, r, sh, tc * r)
+        whole_dim(s, lead + 2, r, sw, tc)
+        whole_dim(s, lead + 3, h // r, sh * r, th)
+        whole_dim(s, lead + 4, w // r, sw * r, tw)
     return lead + 5
 
 
 @njit
-def _triangle(o, lower, diag):
+def triangle(o, lower, diag):
     """Zero out's elements above (tril) or below (triu) diagonal ``diag``."""
     nd = o[2]
-    rows = o[8 + nd - 2]
-    cols = o[8 + nd - 1]
-    tr = o[24 + nd - 2]
-    tc = o[24 + nd - 1]
+    rows = o[D_SIZES + nd - 2]
+    cols = o[D_SIZES + nd - 1]
+    tr = o[D_STRIDES + nd - 2]
+    tc = o[D_STRIDES + nd - 1]
     es = elem_size(o[1])
     batch = 1
     for i in range(nd - 2):
-        batch *= o[8 + i]
+        batch *= o[D_SIZES + i]
     for b in range(batch):
         base = 0
         rem = b
         for i in range(nd - 3, -1, -1):
-            base += (rem % o[8 + i]) * o[24 + i]
-            rem //= o[8 + i]
+            base += (rem % o[D_SIZES + i]) * o[D_STRIDES + i]
+            rem //= o[D_SIZES + i]
         for r in range(rows):
             if lower:
                 c0 = min(max(r + diag + 1, 0), cols)
@@ -399,11 +384,11 @@ def _triangle(o, lower, diag):
                 c0 = 0
                 c1 = min(max(r + diag, 0), cols)
             if c1 > c0:
-                _fill(o[0] + (base + r * tr + c0 * tc) * es, es, c1 - c0, 0, tc)
+                fill(o[0] + (base + r * tr + c0 * tc) * es, es, c1 - c0, 0, tc)
 
 
 @njit
-def _roll_flat(a, o, sst, shift, w):
+def roll_flat(a, o, sst, shift, w):
     """Roll of the flattened tensor when either side is not contiguous: element by element."""
     n = a[3]
     if n == 0:
@@ -412,5 +397,5 @@ def _roll_flat(a, o, sst, shift, w):
     ses = elem_size(sst)
     des = elem_size(o[1])
     for k in range(n):
-        _xfer(a[0] + offset_of(a, (k - sh + n) % n) * ses, sst, o[0] + offset_of(o, k) * des,
+        xfer(a[0] + offset_of(a, (k - sh + n) % n) * ses, sst, o[0] + offset_of(o, k) * des,
               o[1], w, 0)

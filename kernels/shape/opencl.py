@@ -211,47 +211,38 @@ def slice_copy(dev, args):
     return copy_launch(dev, out, x, sizes, st, out.strides(), soff=off)
 
 
-@register_cl("aten::cat.out")
-def cat(dev, args):
-    xs, dim, out = args[0], args[1], args[-1]
-    if not isinstance(out, DTensor) or not out.contiguous() or not out.sizes:
+def join_launch(dev, whole, parts, dim, split: bool):
+    """Copies between contiguous ``whole`` and its ``parts`` along ``dim``: cat, or split."""
+    if not isinstance(whole, DTensor) or not whole.contiguous() or not whole.sizes:
         return None
-    nd = len(out.sizes)
+    nd = len(whole.sizes)
     dim %= nd
     steps, keep, at = [], [], 0
-    ost = out.strides()
-    for x in xs:
-        if not _plain(x, out) or not x.contiguous():
+    wst = whole.strides()
+    for p in parts:
+        if not _plain(p, whole) or not p.contiguous():
             return None
-        if x.sizes == (0,) and nd != 1:
+        if not split and p.sizes == (0,) and nd != 1:
             continue  # the legacy empty 1-D input cat skips
-        if len(x.sizes) != nd or any(x.sizes[i] != out.sizes[i] for i in range(nd) if i != dim):
+        if len(p.sizes) != nd or any(p.sizes[i] != whole.sizes[i] for i in range(nd) if i != dim):
             return None
-        copy_launch(dev, out, x, x.sizes, x.strides(), ost, doff=at * ost[dim],
-                    steps=steps, keep=keep)
-        at += x.sizes[dim]
-    if at != out.sizes[dim]:
+        if split:
+            copy_launch(dev, p, whole, p.sizes, wst, p.strides(), soff=at * wst[dim], steps=steps,
+                        keep=keep)
+        else:
+            copy_launch(dev, whole, p, p.sizes, p.strides(), wst, doff=at * wst[dim], steps=steps,
+                        keep=keep)
+        at += p.sizes[dim]
+    if at != whole.sizes[dim]:
         return None
     return Launch(steps, keep)
+
+
+@register_cl("aten::cat.out")
+def cat(dev, args):
+    return join_launch(dev, args[-1], args[0], args[1], False)
 
 
 @register_cl("aten::split_with_sizes_copy.out", "aten::split_copy.Tensor_out")
 def split_copy(dev, args):
-    x, dim, outs = args[0], args[2], args[-1]
-    if not isinstance(x, DTensor) or not x.contiguous() or not x.sizes:
-        return None
-    nd = len(x.sizes)
-    dim %= nd
-    steps, keep, at = [], [], 0
-    st = x.strides()
-    for o in outs:
-        if not _plain(x, o) or not o.contiguous() or len(o.sizes) != nd:
-            return None
-        if any(o.sizes[i] != x.sizes[i] for i in range(nd) if i != dim):
-            return None
-        copy_launch(dev, o, x, o.sizes, st, o.strides(), soff=at * st[dim], steps=steps,
-                    keep=keep)
-        at += o.sizes[dim]
-    if at != x.sizes[dim]:
-        return None
-    return Launch(steps, keep)
+    return join_launch(dev, args[0], args[-1], args[2], True)

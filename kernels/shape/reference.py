@@ -27,6 +27,14 @@ def _dims(op: str, dims, ndim: int, arg: str = "dims") -> list:
     return ds
 
 
+def ranked_along(op: str, verb: str, self, dim) -> tuple:
+    """``self``'s values and ``dim`` wrapped, for an op that ``verb``s a tensor of rank >= 1."""
+    x = self.numpy()
+    if x.ndim == 0:
+        raise _bad(op, "self", f"cannot {verb} a rank-0 tensor")
+    return x, _dim(op, dim, x.ndim)
+
+
 def _along(x: np.ndarray, d: int, sl: slice) -> np.ndarray:
     idx = [slice(None)] * x.ndim
     idx[d] = sl
@@ -146,10 +154,7 @@ def slice_copy_tensor_out(self, dim, start, end, step, out):
 
 @register("aten::select_copy.int_out")
 def select_copy_int_out(self, dim, index, out):
-    x = self.numpy()
-    if x.ndim == 0:
-        raise _bad("select_copy", "self", "cannot select from a rank-0 tensor")
-    d = _dim("select_copy", dim, x.ndim)
+    x, d = ranked_along("select_copy", "select from", self, dim)
     n = x.shape[d]
     if not -n <= index < n:
         raise _bad("select_copy", "index", f"expected an index in [{-n}, {n - 1}], got {index}")
@@ -158,10 +163,7 @@ def select_copy_int_out(self, dim, index, out):
 
 @register("aten::narrow_copy.out")
 def narrow_copy_out(self, dim, start, length, out):
-    x = self.numpy()
-    if x.ndim == 0:
-        raise _bad("narrow_copy", "self", "cannot narrow a rank-0 tensor")
-    d = _dim("narrow_copy", dim, x.ndim)
+    x, d = ranked_along("narrow_copy", "narrow", self, dim)
     n = x.shape[d]
     if not -n <= start <= n:
         raise _bad("narrow_copy", "start", f"expected a start in [{-n}, {n}], got {start}")
@@ -224,21 +226,22 @@ def unfold_copy_out(self, dimension, size, step, out):
 
 # ---- joins and splits ---------------------------------------------------------------
 
-def _join_dtype(op: str, arrays, out) -> np.dtype:
+def join_arrays(op: str, tensors, out) -> tuple:
+    """The values of a non-empty tensor list and the dtype they join in (castable to out's)."""
+    if not tensors:
+        raise _bad(op, "tensors", "expected a non-empty list")
+    arrays = [t.numpy() for t in tensors]
     dt = arrays[0].dtype
     for a in arrays[1:]:
         dt = promote_types(dt, a.dtype)
     if category(dt) > category(out.dtype):
         raise _bad(op, "out", f"cannot cast the result type {dt} to the out dtype {out.dtype}")
-    return dt
+    return arrays, dt
 
 
 @register("aten::cat.out")
 def cat_out(tensors, dim, out):
-    if not tensors:
-        raise _bad("cat", "tensors", "expected a non-empty list")
-    arrays = [t.numpy() for t in tensors]
-    dt = _join_dtype("cat", arrays, out)
+    arrays, dt = join_arrays("cat", tensors, out)
     # ATen skips legacy empty tensors of shape [0] whatever the other ranks are.
     parts = [a for a in arrays if not (a.ndim == 1 and a.size == 0)]
     if not parts:
@@ -257,10 +260,7 @@ def cat_out(tensors, dim, out):
 
 @register("aten::stack.out")
 def stack_out(tensors, dim, out):
-    if not tensors:
-        raise _bad("stack", "tensors", "expected a non-empty list")
-    arrays = [t.numpy() for t in tensors]
-    dt = _join_dtype("stack", arrays, out)
+    arrays, dt = join_arrays("stack", tensors, out)
     if any(a.shape != arrays[0].shape for a in arrays):
         raise _bad("stack", "tensors",
                    f"expected equal sizes, got {[list(a.shape) for a in arrays]}")
@@ -270,10 +270,7 @@ def stack_out(tensors, dim, out):
 
 @register("aten::split_copy.Tensor_out")
 def split_copy_tensor_out(self, split_size, dim, out):
-    x = self.numpy()
-    if x.ndim == 0:
-        raise _bad("split_copy", "self", "cannot split a rank-0 tensor")
-    d = _dim("split_copy", dim, x.ndim)
+    x, d = ranked_along("split_copy", "split", self, dim)
     n = x.shape[d]
     if split_size < 0 or (split_size == 0 and n != 0):
         raise _bad("split_copy", "split_size", f"expected a positive split size, got {split_size}")
@@ -283,10 +280,7 @@ def split_copy_tensor_out(self, split_size, dim, out):
 
 @register("aten::split_with_sizes_copy.out")
 def split_with_sizes_copy_out(self, split_sizes, dim, out):
-    x = self.numpy()
-    if x.ndim == 0:
-        raise _bad("split_with_sizes_copy", "self", "cannot split a rank-0 tensor")
-    d = _dim("split_with_sizes_copy", dim, x.ndim)
+    x, d = ranked_along("split_with_sizes_copy", "split", self, dim)
     if any(s < 0 for s in split_sizes) or sum(split_sizes) != x.shape[d]:
         raise _bad("split_with_sizes_copy", "split_sizes",
                    f"expected non-negative sizes summing to {x.shape[d]}, got {list(split_sizes)}")
@@ -295,8 +289,5 @@ def split_with_sizes_copy_out(self, split_sizes, dim, out):
 
 @register("aten::unbind_copy.int_out")
 def unbind_copy_int_out(self, dim, out):
-    x = self.numpy()
-    if x.ndim == 0:
-        raise _bad("unbind_copy", "self", "cannot unbind a rank-0 tensor")
-    d = _dim("unbind_copy", dim, x.ndim)
+    x, d = ranked_along("unbind_copy", "unbind", self, dim)
     _write_list("unbind_copy", out, [np.take(x, i, axis=d) for i in range(x.shape[d])])

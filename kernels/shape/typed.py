@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.context import IntSlot
-from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, copy_nd, dst_strides,
-                                      expand_view, scratch, view_sizes)
+from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, clamp_bound,
+                                                copy_nd, dst_strides, expand_view, join_out,
+                                                resize_with, scratch, view_sizes)
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64, ST_I32,
-                             ST_I64, desc, is_contiguous, lazy, ptr_like, resize_like, resize_to)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
+                                       ST_I32, ST_I64, desc, is_contiguous, lazy, ptr_like,
+                                       resize_like, resize_to)
 
 
 BIG = 1 << 62  # "no end" for slices
@@ -50,9 +53,9 @@ def _reshape(block, a, o, w, es):
     if is_contiguous(a):  # iterate the out's shape, reading the source flat
         s = 1
         for i in range(n - 1, -1, -1):
-            w[W_SZ + i] = o[8 + i]
+            w[W_SZ + i] = o[D_SIZES + i]
             w[W_SS + i] = s
-            s *= o[8 + i]
+            s *= o[D_SIZES + i]
         dst_strides(w, o, n)
         copy_nd(a[0], o[0], w, n, es)
         return OK
@@ -61,113 +64,72 @@ def _reshape(block, a, o, w, es):
     nd = a[2]  # iterate the source's shape, writing the out flat
     s = 1
     for i in range(nd - 1, -1, -1):
-        w[W_SZ + i] = a[8 + i]
-        w[W_SS + i] = a[24 + i]
+        w[W_SZ + i] = a[D_SIZES + i]
+        w[W_SS + i] = a[D_STRIDES + i]
         w[W_DS + i] = s
-        s *= a[8 + i]
+        s *= a[D_SIZES + i]
     copy_nd(a[0], o[0], w, nd, es)
     return OK
 
 
 @njit
-def _cat(block):
-    o = desc(block[1])
-    w = scratch(block[3])
-    es = block[4]
+def _cat(block, o, w, es):
     d = block[5]
     n = block[6]
-    nd = o[2]
-    first = True
-    total = 0
-    for k in range(n):
-        a = desc(block[7 + k])
-        if a[2] == 1 and a[3] == 0:  # legacy empty tensors are skipped whatever their rank
-            continue
-        if a[2] != nd:
-            return INVALID_ARGUMENT
-        if first:
-            first = False
-            for i in range(nd):
-                w[W_OUT + i] = a[8 + i]
-        else:
-            for i in range(nd):
-                if i != d and a[8 + i] != w[W_OUT + i]:
-                    return INVALID_ARGUMENT
-        total += a[8 + d]
-    if first:
-        if nd != 1:
-            return NOT_SUPPORTED
-        w[W_OUT] = 0
-    else:
-        w[W_OUT + d] = total
-    st = resize_to(o, w[W_OUT:], nd)
+    st = join_out(block, 7, n, o, d, w, False)
     if st != OK:
         return st
+    nd = o[2]
     pos = 0
     for k in range(n):
         a = desc(block[7 + k])
         if a[2] == 1 and a[3] == 0:
             continue
         for i in range(nd):
-            w[W_SZ + i] = a[8 + i]
-            w[W_SS + i] = a[24 + i]
+            w[W_SZ + i] = a[D_SIZES + i]
+            w[W_SS + i] = a[D_STRIDES + i]
         dst_strides(w, o, nd)
-        copy_nd(a[0], o[0] + pos * o[24 + d] * es, w, nd, es)
-        pos += a[8 + d]
+        copy_nd(a[0], o[0] + pos * o[D_STRIDES + d] * es, w, nd, es)
+        pos += a[D_SIZES + d]
     return OK
 
 
 @njit
-def _split(block):
-    a = desc(block[1])
-    w = scratch(block[3])
-    es = block[4]
+def _split(block, a, w, es):
     d = block[5]
     n = block[6]
     nd = a[2]
     total = 0
     for k in range(n):
         total += block[8 + 2 * k]
-    if total != a[8 + d]:
+    if total != a[D_SIZES + d]:
         return INVALID_ARGUMENT
     pos = 0
     for k in range(n):
         o = desc(block[7 + 2 * k])
         s = block[8 + 2 * k]
-        for i in range(nd):
-            w[W_OUT + i] = a[8 + i]
-        w[W_OUT + d] = s
-        st = resize_to(o, w[W_OUT:], nd)
+        st = resize_with(o, a, d, s, w)
         if st != OK:
             return st
         for i in range(nd):
-            w[W_SZ + i] = o[8 + i]
-            w[W_SS + i] = a[24 + i]
+            w[W_SZ + i] = o[D_SIZES + i]
+            w[W_SS + i] = a[D_STRIDES + i]
         dst_strides(w, o, nd)
-        copy_nd(a[0] + pos * a[24 + d] * es, o[0], w, nd, es)
+        copy_nd(a[0] + pos * a[D_STRIDES + d] * es, o[0], w, nd, es)
         pos += s
     return OK
 
 
-@njit(inline="always")
-def _clamp(i, n):
-    if i < 0:
-        i += n
-        if i < 0:
-            i = 0
-    return n if i > n else i
-
-
 def view_kernel(block):
     op = block[0]
-    if op == OP_CAT:
-        return _cat(block)
-    if op == OP_SPLIT:
-        return _split(block)
-    a = desc(block[1])
-    o = desc(block[2])
+    a = desc(block[1])  # cat: the out
     w = scratch(block[3])
     es = block[4]
+    if op == OP_CAT:
+        return _cat(block, a, w, es)
+    if op == OP_SPLIT:
+        return _split(block, a, w, es)
+    o = desc(block[2])
     if op == OP_RESHAPE:
         return _reshape(block, a, o, w, es)
     na = a[2]
@@ -175,13 +137,13 @@ def view_kernel(block):
     off = 0
     if op == OP_COPY:
         for i in range(na):
-            w[W_SZ + i] = a[8 + i]
-            w[W_SS + i] = a[24 + i]
+            w[W_SZ + i] = a[D_SIZES + i]
+            w[W_SS + i] = a[D_STRIDES + i]
     elif op == OP_PERMUTE:
         for i in range(na):
             p = block[5 + i]
-            w[W_SZ + i] = a[8 + p]
-            w[W_SS + i] = a[24 + p]
+            w[W_SZ + i] = a[D_SIZES + p]
+            w[W_SS + i] = a[D_STRIDES + p]
     elif op == OP_EXPAND or op == OP_COPY_INTO:
         if op == OP_EXPAND:
             nd = block[5]
@@ -194,38 +156,38 @@ def view_kernel(block):
     elif op == OP_SLICE:
         d = block[5]
         step = block[8]
-        n = a[8 + d]
-        start = _clamp(ptr_like(block[6], np.int64(0))[0], n)  # run-time Ints (ctx.int_ref)
-        end = _clamp(ptr_like(block[7], np.int64(0))[0], n)
+        n = a[D_SIZES + d]
+        start = clamp_bound(ptr_like(block[6], np.int64(0))[0], n)  # run-time Ints (ctx.int_ref)
+        end = clamp_bound(ptr_like(block[7], np.int64(0))[0], n)
         for i in range(na):
-            w[W_SZ + i] = a[8 + i]
-            w[W_SS + i] = a[24 + i]
+            w[W_SZ + i] = a[D_SIZES + i]
+            w[W_SS + i] = a[D_STRIDES + i]
         w[W_SZ + d] = (end - start + step - 1) // step if end > start else 0
-        w[W_SS + d] = a[24 + d] * step
-        off = start * a[24 + d]
+        w[W_SS + d] = a[D_STRIDES + d] * step
+        off = start * a[D_STRIDES + d]
     elif op == OP_SELECT:
         d = block[5]
         idx = block[6]
-        n = a[8 + d]
+        n = a[D_SIZES + d]
         if idx < -n or idx >= n:
             return INVALID_ARGUMENT
         if idx < 0:
             idx += n
-        off = idx * a[24 + d]
+        off = idx * a[D_STRIDES + d]
         nd = 0
         for i in range(na):
             if i != d:
-                w[W_SZ + nd] = a[8 + i]
-                w[W_SS + nd] = a[24 + i]
+                w[W_SZ + nd] = a[D_SIZES + i]
+                w[W_SS + nd] = a[D_STRIDES + i]
                 nd += 1
     elif op == OP_SQUEEZE:
         mask = block[5]
         nd = 0
         for i in range(na):
-            if (mask >> i) & 1 == 1 and a[8 + i] == 1:
+            if (mask >> i) & 1 == 1 and a[D_SIZES + i] == 1:
                 continue
-            w[W_SZ + nd] = a[8 + i]
-            w[W_SS + nd] = a[24 + i]
+            w[W_SZ + nd] = a[D_SIZES + i]
+            w[W_SS + nd] = a[D_STRIDES + i]
             nd += 1
     elif op == OP_UNSQUEEZE:
         d = block[5]
@@ -236,8 +198,8 @@ def view_kernel(block):
                 w[W_SZ + i] = 1
                 w[W_SS + i] = 0
             else:
-                w[W_SZ + i] = a[8 + j]
-                w[W_SS + i] = a[24 + j]
+                w[W_SZ + i] = a[D_SIZES + j]
+                w[W_SS + i] = a[D_STRIDES + j]
     else:
         return NOT_SUPPORTED
     if op != OP_COPY_INTO:

@@ -7,36 +7,19 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.reduce.generic_cumsum import _lines, _next_line
-from pyruntime.kernels.reduce.generic import _is_int, _ok, seg_extreme
-from pyruntime.kernels.fast.reduce_io import FLOAT_ST, U, W_WORDS
-from pyruntime.kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like, resize_like,
+from pyruntime.kernels.reduce.generic_cumsum import start_lines
+from pyruntime.kernels.reduce.generic import is_int, ok, seg_extreme
+from pyruntime.kernels.softmax.typed import exp_poly
+from pyruntime.kernels.fast.reduce_io import FLOAT_ST, U, W_WORDS, advance_kept
+from pyruntime.kernels.fast.nb import (OK, ST_F64, cast_like, desc, lazy, ptr_like, resize_like,
                              scratch, sum_seg)
 from pyruntime.kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
 # ---- softmax / log_softmax ------------------------------------------------------------------
-
-LOG2E = 1.4426950408889634
-LN2_HI = 6.93147180369123816490e-01
-LN2_LO = 1.90821492927058770002e-10
-
-
-@njit(inline="always")
-def _exp_poly(xd):
-    """exp(x) for float32-precision results: a degree-8 polynomial on [-ln2/2, ln2/2]
-    (relative error ~2e-10) times 2**n built from bits; branch-free, so loops vectorize.
-    NaN -> NaN; below -110 (far under float32's smallest subnormal) it stays ~1e-48."""
-    xc = min(max(xd, -110.0), 89.0)
-    n = math.floor(xc * LOG2E + 0.5)
-    r = (xc - n * LN2_HI) - n * LN2_LO
-    p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
-        1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))))
-    e = p * bits_to_f64((np.int64(n) + 1023) << 52)
-    return e if xd == xd else xd
-
 
 @njit(inline="always")
 def _sum_exp(buf, n):
@@ -47,13 +30,13 @@ def _sum_exp(buf, n):
     s3 = 0.0
     i = 0
     while i + 4 <= n:
-        s0 += _exp_poly(buf[U(i)])
-        s1 += _exp_poly(buf[U(i + 1)])
-        s2 += _exp_poly(buf[U(i + 2)])
-        s3 += _exp_poly(buf[U(i + 3)])
+        s0 += exp_poly(buf[U(i)])
+        s1 += exp_poly(buf[U(i + 1)])
+        s2 += exp_poly(buf[U(i + 2)])
+        s3 += exp_poly(buf[U(i + 3)])
         i += 4
     while i < n:
-        s0 += _exp_poly(buf[U(i)])
+        s0 += exp_poly(buf[U(i)])
         i += 1
     return (s0 + s1) + (s2 + s3)
 
@@ -63,10 +46,10 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
     """Line by line: the line in float64 (exact for every float input), its max, then
     ``x - max`` rounded to the compute type ``m``, exp and sum in float64."""
     nd = x[2]
-    n = x[8 + d] if nd > 0 else 1
-    xs = x[24 + d] if nd > 0 else 0
-    os_ = o[24 + d] if nd > 0 else 0
-    lines, nk = _lines(x, o, d, sc)
+    n = x[D_SIZES + d] if nd > 0 else 1
+    xs = x[D_STRIDES + d] if nd > 0 else 0
+    os_ = o[D_STRIDES + d] if nd > 0 else 0
+    lines, nk = start_lines(x, o, d, sc)
     wide = x[1] == ST_F64  # float64 input: libm exp; else the float32-grade polynomial
     xb = 0
     ob = 0
@@ -91,12 +74,12 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
                     buf[U(k)] = math.exp(buf[U(k)])
             else:
                 for k in range(n):
-                    buf[U(k)] = _exp_poly(buf[U(k)])
+                    buf[U(k)] = exp_poly(buf[U(k)])
             s = sum_seg(buf, 0, n)
             for k in range(n):
                 buf[U(k)] = buf[U(k)] / s
         store_run(o[0], o[1], ob, os_, n, buf, 0, narrow_wrap)
-        xb, ob = _next_line(sc, nk, xb, ob)
+        xb, ob, _ = advance_kept(sc, nk, xb, ob, 0)
     return OK
 
 
@@ -112,7 +95,7 @@ def softmax_kernel(block):
         return st
     if x[3] == 0:
         return OK
-    n = x[8 + d] if x[2] > 0 else 1
+    n = x[D_SIZES + d] if x[2] > 0 else 1
     if n <= cap:
         buf = carray(ptr_like(block[4] + 8 * W_WORDS, np.float64(0)), max(cap, 1))
     else:  # a line longer than at load (dynamic shapes): per-call scratch
@@ -124,10 +107,10 @@ def softmax_kernel(block):
 
 def _bind_softmax(ctx, log, self, dim, out):
     # half_to_float is ignored, as by the reference (it writes in out's dtype)
-    if not _ok(self, out) or self.scalar_type not in FLOAT_ST or out.ndim != self.ndim:
+    if not ok(self, out) or self.scalar_type not in FLOAT_ST or out.ndim != self.ndim:
         return None  # non-float input: the reference raises
     n = max(self.ndim, 1)
-    if not _is_int(dim) or not -n <= dim < n:
+    if not is_int(dim) or not -n <= dim < n:
         return None
     dim = int(dim) % n
     cap = self.shape[dim] if self.ndim else 1

@@ -18,10 +18,11 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
-from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat, lazy,
-                             ptr_like, resize_like, sum_seg)
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat,
+                                       lazy, ptr_like, resize_like, sum_seg)
 from pyruntime.kernels.fast.nb import cast_like
 from pyruntime.kernels.libm import c_exp
 
@@ -35,19 +36,25 @@ LN2_LO = 1.90821492927058770002e-10
 
 
 @njit(inline="always")
-def _exp_f32(x):
-    """exp of a float32, through float64: a degree-8 polynomial on [-ln2/2, ln2/2]
-    (relative error ~2e-10, so the float32 result is correctly rounded about as
-    often as libm's expf) times 2**n built from bits. No call, no branch: the
-    loops using it vectorize. NaN -> NaN, -inf -> 0."""
-    xd = np.float64(x)
+def exp_poly(xd):
+    """exp(x) of a float64 for float32-precision results: a degree-8 polynomial on
+    [-ln2/2, ln2/2] (relative error ~2e-10) times 2**n built from bits; branch-free, so
+    loops vectorize. NaN -> NaN; below -110 (far under float32's smallest subnormal) it
+    stays ~1e-48."""
     xc = min(max(xd, -110.0), 89.0)
     n = math.floor(xc * LOG2E + 0.5)
     r = (xc - n * LN2_HI) - n * LN2_LO
     p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
         1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))))
     e = p * bits_to_f64((np.int64(n) + 1023) << 52)
-    return np.float32(e if xd == xd else xd)
+    return e if xd == xd else xd
+
+
+@njit(inline="always")
+def _exp_f32(x):
+    """exp of a float32 through ``exp_poly`` (correctly rounded about as often as libm's
+    expf). No call, no branch: the loops using it vectorize. NaN -> NaN, -inf -> 0."""
+    return np.float32(exp_poly(np.float64(x)))
 
 
 def exp_like(x, m):
@@ -128,10 +135,10 @@ def _softmax_typed(mode, x, o, dim, scr, nscr, m):
     inner = 1
     if nd > 0:
         for i in range(dim):
-            outer *= x[8 + i]
-        D = x[8 + dim]
+            outer *= x[D_SIZES + i]
+        D = x[D_SIZES + dim]
         for i in range(dim + 1, nd):
-            inner *= x[8 + i]
+            inner *= x[D_SIZES + i]
     xv = flat(x, m)
     z = flat(o, m)
     if mode == MODE_SOFTMAX:

@@ -10,10 +10,12 @@ import numpy as np
 
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.spatial_io import (U8, _is_float, _ld, _ldix, _ldx, _r, _resize_hw, _stf,
-                                             _stix, _stx)
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32, ST_F64,
-                             ST_U8, bits_to_f64, desc, elem_size, lazy, ptr_like, scratch)
+from pyruntime.kernels.fast.copy_engine import copy_element
+from pyruntime.kernels.fast.spatial_io import (U8, is_float, ldix, ldx, resize_hw, r32, stix,
+                                               stx)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32,
+                                       ST_F64, ST_U8, bits_to_f64, desc, elem_size, lazy,
+                                       load_f64_call, scratch, store_f64_call)
 
 
 # ---- resampling -------------------------------------------------------------------------
@@ -35,18 +37,6 @@ def _near(i, n_in, n_out, has_s, s):
     return min(np.int64(math.floor(v)), n_in - 1)
 
 
-@njit(inline="always")
-def _copy_el(sa, si, da, di, es):
-    if es == 1:
-        ptr_like(da, np.uint8(0))[di] = ptr_like(sa, np.uint8(0))[si]
-    elif es == 2:
-        ptr_like(da, np.uint16(0))[di] = ptr_like(sa, np.uint16(0))[si]
-    elif es == 4:
-        ptr_like(da, np.uint32(0))[di] = ptr_like(sa, np.uint32(0))[si]
-    else:
-        ptr_like(da, np.uint64(0))[di] = ptr_like(sa, np.uint64(0))[si]
-
-
 @njit
 def _nearest(x, o, H, W, oh, ow, has_sh, sh, has_sw, sw):
     es = elem_size(x[1])
@@ -62,7 +52,7 @@ def _nearest(x, o, H, W, oh, ow, has_sh, sh, has_sw, sw):
                 xr = xb + _near(i, H, oh, has_sh, sh) * x[26]
                 orow = ob + i * o[26]
                 for j in range(ow):
-                    _copy_el(x[0], xr + cols[j], o[0], orow + j * o[27], es)
+                    copy_element(x[0], xr + cols[j], o[0], orow + j * o[27], es)
     return OK
 
 
@@ -70,11 +60,11 @@ def _nearest(x, o, H, W, oh, ow, has_sh, sh, has_sw, sw):
 def _axis_scale(n_in, n_out, ac, has_s, s, lp):
     """ATen's area_pixel_compute_scale (the reference's ``_scale``)."""
     if ac:
-        return _r((n_in - 1) / (n_out - 1), lp) if n_out > 1 else 0.0
+        return r32((n_in - 1) / (n_out - 1), lp) if n_out > 1 else 0.0
     if has_s and s > 0:
-        return _r(1.0 / s, lp)
+        return r32(1.0 / s, lp)
     if lp:
-        return _r(np.float64(np.float32(n_in)) / np.float64(np.float32(n_out)), lp)
+        return r32(np.float64(np.float32(n_in)) / np.float64(np.float32(n_out)), lp)
     return n_in / n_out
 
 
@@ -84,14 +74,14 @@ def _table_linear(n_in, n_out, ac, has_s, s, lp, idx, w, sz):
     sc = _axis_scale(n_in, n_out, ac, has_s, s, lp)
     for o in range(n_out):
         if ac:
-            real = _r(sc * o, lp)
+            real = r32(sc * o, lp)
         else:
-            real = max(_r(_r(sc * _r(o + 0.5, lp), lp) - 0.5, lp), 0.0)
+            real = max(r32(r32(sc * r32(o + 0.5, lp), lp) - 0.5, lp), 0.0)
         i0 = min(np.int64(math.floor(real)), n_in - 1)
-        lam = min(max(_r(real - i0, lp), 0.0), 1.0)
+        lam = min(max(r32(real - i0, lp), 0.0), 1.0)
         idx[2 * o] = i0
         idx[2 * o + 1] = i0 + 1 if i0 < n_in - 1 else i0
-        w[2 * o] = _r(1.0 - lam, lp)
+        w[2 * o] = r32(1.0 - lam, lp)
         w[2 * o + 1] = lam
         sz[o] = 2
 
@@ -102,26 +92,33 @@ def _tent(t):
     return 1.0 - t if t < 1.0 else 0.0
 
 
+@njit(inline="always")
+def tent_taps(o, K, lo, n, center, inv, lp, idx, w):
+    """Output ``o``'s ``n`` tent taps from ``lo``, normalized; returns their raw sum."""
+    total = 0.0
+    for t in range(n):
+        v = _tent((lo + t - center + 0.5) * inv)
+        w[o * K + t] = v
+        idx[o * K + t] = lo + t
+        total += v
+    if total != 0.0:
+        for t in range(n):
+            w[o * K + t] = r32(w[o * K + t] / total, lp)
+    return total
+
+
 @njit
 def _table_aa(n_in, n_out, ac, has_s, s, lp, K, idx, w, sz):
     """The reference's antialiased weights: tent widened by the downscale, normalized."""
     sc = _axis_scale(n_in, n_out, ac, has_s, s, lp)
     support = sc if sc >= 1.0 else 1.0
-    inv = _r(1.0 / sc, lp) if sc >= 1.0 else 1.0
+    inv = r32(1.0 / sc, lp) if sc >= 1.0 else 1.0
     for o in range(n_out):
-        center = _r(sc * _r(o + 0.5, lp), lp)
-        lo = max(np.int64(_r(_r(center - support, lp) + 0.5, lp)), 0)
-        hi = min(np.int64(_r(_r(center + support, lp) + 0.5, lp)), n_in)
+        center = r32(sc * r32(o + 0.5, lp), lp)
+        lo = max(np.int64(r32(r32(center - support, lp) + 0.5, lp)), 0)
+        hi = min(np.int64(r32(r32(center + support, lp) + 0.5, lp)), n_in)
         n = min(max(hi - lo, 0), K)
-        total = 0.0
-        for t in range(n):
-            v = _tent((lo + t - center + 0.5) * inv)
-            w[o * K + t] = v
-            idx[o * K + t] = lo + t
-            total += v
-        if total != 0.0:
-            for t in range(n):
-                w[o * K + t] = _r(w[o * K + t] / total, lp)
+        tent_taps(o, K, lo, n, center, inv, lp, idx, w)
         sz[o] = n
 
 
@@ -137,15 +134,8 @@ def _table_u8(n_in, n_out, ac, has_s, s, aa, K, idx, w, sz):
             center = sc * (o + 0.5)
             lo = max(np.int64(center - support + 0.5), 0)
             n = min(max(min(np.int64(center + support + 0.5), n_in) - lo, 0), K)
-            total = 0.0
-            for t in range(n):
-                v = _tent((lo + t - center + 0.5) * inv)
-                w[o * K + t] = v
-                idx[o * K + t] = lo + t
-                total += v
-            if total != 0.0:
+            if tent_taps(o, K, lo, n, center, inv, False, idx, w) != 0.0:
                 for t in range(n):
-                    w[o * K + t] /= total
                     wmax = max(wmax, w[o * K + t])
             sz[o] = n
     else:
@@ -207,9 +197,9 @@ def _pass(sa, st, ssn, ssc, ssr, ssq, da, dt, dsn, dsc, dsr, dsq, N, C, R, Q, id
                             wt = np.int64(w[k0 + t])
                             so = sb + idx[k0 + t] * ssq
                             for r in range(R):
-                                ibuf[r] += wt * _ldix(sa, st, so + r * ssr)
+                                ibuf[r] += wt * ldix(sa, st, so + r * ssr)
                         for r in range(R):
-                            _stix(da, dt, do + r * dsr, min(max(ibuf[r] >> prec, 0), 255))
+                            stix(da, dt, do + r * dsr, min(max(ibuf[r] >> prec, 0), 255))
                     elif lp:  # float32 arithmetic: w is float32, so each step rounds once
                         for r in range(R):
                             gbuf[r] = 0.0
@@ -217,9 +207,9 @@ def _pass(sa, st, ssn, ssc, ssr, ssq, da, dt, dsn, dsc, dsr, dsq, N, C, R, Q, id
                             w32 = np.float32(w[k0 + t])
                             so = sb + idx[k0 + t] * ssq
                             for r in range(R):
-                                gbuf[r] += w32 * np.float32(_ldx(sa, st, so + r * ssr))
+                                gbuf[r] += w32 * np.float32(ldx(sa, st, so + r * ssr))
                         for r in range(R):
-                            _stx(da, dt, do + r * dsr, np.float64(gbuf[r]))
+                            stx(da, dt, do + r * dsr, np.float64(gbuf[r]))
                     else:
                         for r in range(R):
                             fbuf[r] = 0.0
@@ -227,9 +217,9 @@ def _pass(sa, st, ssn, ssc, ssr, ssq, da, dt, dsn, dsc, dsr, dsq, N, C, R, Q, id
                             wt = w[k0 + t]
                             so = sb + idx[k0 + t] * ssq
                             for r in range(R):
-                                fbuf[r] += wt * _ldx(sa, st, so + r * ssr)
+                                fbuf[r] += wt * ldx(sa, st, so + r * ssr)
                         for r in range(R):
-                            _stx(da, dt, do + r * dsr, fbuf[r])
+                            stx(da, dt, do + r * dsr, fbuf[r])
             else:
                 for r in range(R):
                     sr = sb + r * ssr
@@ -239,19 +229,19 @@ def _pass(sa, st, ssn, ssc, ssr, ssq, da, dt, dsn, dsc, dsr, dsq, N, C, R, Q, id
                         if u8:
                             ai = np.int64(1) << (prec - 1)
                             for t in range(sz[q]):
-                                ai += np.int64(w[k0 + t]) * _ldix(sa, st, sr + idx[k0 + t] * ssq)
-                            _stix(da, dt, dr + q * dsq, min(max(ai >> prec, 0), 255))
+                                ai += np.int64(w[k0 + t]) * ldix(sa, st, sr + idx[k0 + t] * ssq)
+                            stix(da, dt, dr + q * dsq, min(max(ai >> prec, 0), 255))
                         elif lp:
                             a32 = np.float32(0.0)
                             for t in range(sz[q]):
                                 a32 += np.float32(w[k0 + t]) * np.float32(
-                                    _ldx(sa, st, sr + idx[k0 + t] * ssq))
-                            _stx(da, dt, dr + q * dsq, np.float64(a32))
+                                    ldx(sa, st, sr + idx[k0 + t] * ssq))
+                            stx(da, dt, dr + q * dsq, np.float64(a32))
                         else:
                             acc = 0.0
                             for t in range(sz[q]):
-                                acc += w[k0 + t] * _ldx(sa, st, sr + idx[k0 + t] * ssq)
-                            _stx(da, dt, dr + q * dsq, acc)
+                                acc += w[k0 + t] * ldx(sa, st, sr + idx[k0 + t] * ssq)
+                            stx(da, dt, dr + q * dsq, acc)
 
 
 @njit
@@ -288,8 +278,8 @@ def _separable(op, x, o, H, W, oh, ow, ac, has_sh, sh, has_sw, sw):
                 for i in range(H):
                     for j in range(W):
                         so = n * x[24] + c * x[25] + i * x[26] + j * x[27]
-                        _stf(o[0], o[1], n * o[24] + c * o[25] + i * o[26] + j * o[27],
-                                  _ld(x[0], xt, so))
+                        store_f64_call(o[0], o[1], n * o[24] + c * o[25] + i * o[26] + j * o[27],
+                                       load_f64_call(x[0], xt, so))
         return OK
     if need_w and need_h:  # width first, into a float64 intermediate (N, C, H, ow)
         tmp = np.empty(max(N * C * H * ow, 1), np.float64)
@@ -330,7 +320,7 @@ def resample_kernel(block):
         oh, ow = np.int64(H * sh), np.int64(W * sw)
     if oh < 0 or ow < 0:
         return INVALID_ARGUMENT
-    st = _resize_hw(x, o, oh, ow, sc)
+    st = resize_hw(x, o, oh, ow, sc)
     if st != OK:
         return st
     if o[3] == 0:
@@ -351,7 +341,7 @@ def _bind_resample(ctx, op, x, out, output_size, scale_factors, align_corners=Fa
     elif x.dtype == U8:
         if out.dtype != U8:
             return None
-    elif not _is_float(x.dtype):  # other integer types: the reference kernel
+    elif not is_float(x.dtype):  # other integer types: the reference kernel
         return None
     if output_size is not None and scale_factors is not None:
         return None

@@ -9,7 +9,7 @@ import numpy as np
 
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.spatial_io import _is_float, _ldx, _lp, _r, _stx
+from pyruntime.kernels.fast.spatial_io import is_float, ldx, computes_f32, r32, stx
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, desc, lazy, resize_to, scratch
 
 
@@ -18,8 +18,8 @@ from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, desc, lazy, resize_t
 @njit(inline="always")
 def _unnorm(c, size, ac, lp):
     if ac:
-        return _r(_r(_r(c + 1.0, lp) / 2.0, lp) * (size - 1), lp)
-    return _r(_r(_r(_r(c + 1.0, lp) * size, lp) - 1.0, lp) / 2.0, lp)
+        return r32(r32(r32(c + 1.0, lp) / 2.0, lp) * (size - 1), lp)
+    return r32(r32(r32(r32(c + 1.0, lp) * size, lp) - 1.0, lp) / 2.0, lp)
 
 
 @njit
@@ -28,12 +28,12 @@ def _reflect(v, twice_low, twice_high, lp):
         return 0.0
     lo = twice_low / 2.0
     span = (twice_high - twice_low) / 2.0
-    v = abs(_r(v - lo, lp))
+    v = abs(r32(v - lo, lp))
     extra = np.fmod(v, span)
-    flips = np.floor(_r(v / span, lp))
+    flips = np.floor(r32(v / span, lp))
     if np.fmod(flips, 2.0) == 0.0:
-        return _r(extra + lo, lp)
-    return _r(_r(span - extra, lp) + lo, lp)
+        return r32(extra + lo, lp)
+    return r32(r32(span - extra, lp) + lo, lp)
 
 
 @njit(inline="always")
@@ -74,12 +74,13 @@ def _tap_off(iy, ix, H, W, sh, sw):
 
 @njit(inline="always")
 def _c1(t, lp):  # ((A + 2) * x - (A + 3)) * x * x + 1, A = -0.75
-    return _r(_r(_r(_r(_r(1.25 * t, lp) - 2.25, lp) * t, lp) * t, lp) + 1.0, lp)
+    return r32(r32(r32(r32(r32(1.25 * t, lp) - 2.25, lp) * t, lp) * t, lp) + 1.0, lp)
 
 
 @njit(inline="always")
 def _c2(t, lp):  # ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
-    return _r(_r(_r(_r(_r(_r(-0.75 * t, lp) + 3.75, lp) * t, lp) - 6.0, lp) * t, lp) + 3.0, lp)
+    c = r32(r32(r32(-0.75 * t, lp) + 3.75, lp) * t, lp)
+    return r32(r32(r32(c - 6.0, lp) * t, lp) + 3.0, lp)
 
 
 @njit
@@ -103,24 +104,24 @@ def _grid(x, g, o, interp, padding, ac, lp, sc):
         for i in range(Ho):
             for j in range(Wo):
                 gb = n * g[24] + i * g[25] + j * g[26]
-                gx = _unnorm(_r(_ldx(g[0], g[1], gb), lp), W, ac, lp)
-                gy = _unnorm(_r(_ldx(g[0], g[1], gb + g[27]), lp), H, ac, lp)
+                gx = _unnorm(r32(ldx(g[0], g[1], gb), lp), W, ac, lp)
+                gy = _unnorm(r32(ldx(g[0], g[1], gb + g[27]), lp), H, ac, lp)
                 if interp != 2:
                     gx = _pad(gx, W, padding, ac, lp)
                     gy = _pad(gy, H, padding, ac, lp)
                 x0 = np.floor(gx)
                 y0 = np.floor(gy)
-                tx = _r(gx - x0, lp)
-                ty = _r(gy - y0, lp)
+                tx = r32(gx - x0, lp)
+                ty = r32(gy - y0, lp)
                 if interp == 0:  # bilinear: the reference's weights, its tap order
                     ix = _to_int(x0)
                     iy = _to_int(y0)
-                    ux = _r(1.0 - tx, lp)
-                    uy = _r(1.0 - ty, lp)
-                    wx[0] = _r(ux * uy, lp)
-                    wx[1] = _r(tx * uy, lp)
-                    wx[2] = _r(ux * ty, lp)
-                    wx[3] = _r(tx * ty, lp)
+                    ux = r32(1.0 - tx, lp)
+                    uy = r32(1.0 - ty, lp)
+                    wx[0] = r32(ux * uy, lp)
+                    wx[1] = r32(tx * uy, lp)
+                    wx[2] = r32(ux * ty, lp)
+                    wx[3] = r32(tx * ty, lp)
                     offs[0] = _tap_off(iy, ix, H, W, xsh, xsw)
                     offs[1] = _tap_off(iy, ix + 1, H, W, xsh, xsw)
                     offs[2] = _tap_off(iy + 1, ix, H, W, xsh, xsw)
@@ -130,35 +131,35 @@ def _grid(x, g, o, interp, padding, ac, lp, sc):
                                        xsw)
                 else:  # bicubic: padding applies to each of the 16 taps
                     for k in range(4):
-                        tk = _r(tx + 1.0, lp) if k == 0 else (tx if k == 1 else (
-                            _r(1.0 - tx, lp) if k == 2 else _r(2.0 - tx, lp)))
+                        tk = r32(tx + 1.0, lp) if k == 0 else (tx if k == 1 else (
+                            r32(1.0 - tx, lp) if k == 2 else r32(2.0 - tx, lp)))
                         wx[k] = _c1(tk, lp) if k == 1 or k == 2 else _c2(tk, lp)
-                        tk = _r(ty + 1.0, lp) if k == 0 else (ty if k == 1 else (
-                            _r(1.0 - ty, lp) if k == 2 else _r(2.0 - ty, lp)))
+                        tk = r32(ty + 1.0, lp) if k == 0 else (ty if k == 1 else (
+                            r32(1.0 - ty, lp) if k == 2 else r32(2.0 - ty, lp)))
                         wy[k] = _c1(tk, lp) if k == 1 or k == 2 else _c2(tk, lp)
                     for a in range(4):
-                        iy = _to_int(_pad(_r(_r(y0 - 1.0, lp) + a, lp), H, padding, ac, lp))
+                        iy = _to_int(_pad(r32(r32(y0 - 1.0, lp) + a, lp), H, padding, ac, lp))
                         for b in range(4):
-                            ix = _to_int(_pad(_r(_r(x0 - 1.0, lp) + b, lp), W, padding, ac, lp))
+                            ix = _to_int(_pad(r32(r32(x0 - 1.0, lp) + b, lp), W, padding, ac, lp))
                             offs[4 * a + b] = _tap_off(iy, ix, H, W, xsh, xsw)
                 for c in range(C):
                     xb = n * x[24] + c * x[25]
                     res = 0.0
                     if interp == 0:
                         for k in range(4):
-                            v = _ldx(xa, xt, xb + offs[k]) if offs[k] >= 0 else 0.0
-                            res = _r(res + _r(wx[k] * v, lp), lp)
+                            v = ldx(xa, xt, xb + offs[k]) if offs[k] >= 0 else 0.0
+                            res = r32(res + r32(wx[k] * v, lp), lp)
                     elif interp == 1:
-                        res = _ldx(xa, xt, xb + offs[0]) if offs[0] >= 0 else 0.0
+                        res = ldx(xa, xt, xb + offs[0]) if offs[0] >= 0 else 0.0
                     else:
                         for a in range(4):
                             row = 0.0
                             for b in range(4):
                                 k = 4 * a + b
-                                v = _ldx(xa, xt, xb + offs[k]) if offs[k] >= 0 else 0.0
-                                row = _r(row + _r(v * wx[b], lp), lp)
-                            res = _r(res + _r(row * wy[a], lp), lp)
-                    _stx(o[0], o[1], n * o[24] + c * o[25] + i * o[26] + j * o[27], res)
+                                v = ldx(xa, xt, xb + offs[k]) if offs[k] >= 0 else 0.0
+                                row = r32(row + r32(v * wx[b], lp), lp)
+                            res = r32(res + r32(row * wy[a], lp), lp)
+                    stx(o[0], o[1], n * o[24] + c * o[25] + i * o[26] + j * o[27], res)
     return OK
 
 
@@ -170,12 +171,12 @@ def grid_kernel(block):
 
 @register_fast("aten::grid_sampler_2d.out")
 def bind_grid_sampler_2d(ctx, input, grid, interpolation_mode, padding_mode, align_corners, out):
-    if input.ndim != 4 or grid.ndim != 4 or out.ndim != 4 or not _is_float(input.dtype) \
-            or not _is_float(grid.dtype):
+    if input.ndim != 4 or grid.ndim != 4 or out.ndim != 4 or not is_float(input.dtype) \
+            or not is_float(grid.dtype):
         return None
     if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
         return None
     return ctx.bind(lazy(grid_kernel),
                     [ctx.desc(input), ctx.desc(grid), ctx.desc(out), ctx.buffer(16 * 8),
                      int(interpolation_mode), int(padding_mode), int(bool(align_corners)),
-                     int(_lp(input.dtype))])
+                     int(computes_f32(input.dtype))])
