@@ -9,8 +9,8 @@ from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (ST_BF16, ST_F16, ST_F32, ST_F64, ST_U8, f32_from_bits,
                                        f64_to_bf16, f64_to_half, half_to_f64, is_contiguous,
-                                       load_f64_call, load_i64_call, offset_of, ptr_like, resize_to,
-                                       store_f64_call, store_i64_call)
+                                       load_f64_call, load_i64_call, offset_in, offset_of, ptr_like,
+                                       resize_to, store_f64_call, store_i64_call)
 
 
 U8 = np.dtype(np.uint8)
@@ -86,17 +86,6 @@ def r32(v, lp):
 
 
 @njit(inline="always")
-def _plane(d, p):
-    """Storage offset of plane ``p`` (leading dims, row-major) of descriptor ``d``."""
-    off = 0
-    for i in range(d[2] - 3, -1, -1):
-        sz = d[D_SIZES + i]
-        off += (p % sz) * d[D_STRIDES + i]
-        p //= sz
-    return off
-
-
-@njit(inline="always")
 def plane_count(d):
     n = 1
     for i in range(d[2] - 2):
@@ -125,7 +114,7 @@ def plane_offsets(d, P):
     """Storage offsets of the P planes (leading dims, row-major) of descriptor ``d``."""
     offs = np.zeros(max(P, 1), np.int64)
     for p in range(P):
-        offs[p] = _plane(d, p)
+        offs[p] = offset_in(d, p, d[2] - 2)  # over the leading dims
     return offs
 
 

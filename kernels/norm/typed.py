@@ -306,6 +306,8 @@ def gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
         g = r % G
         for cc in range(cg):
             c = g * cg + cc
+            # one weight and bias per channel; an absent one is not read (hw/hb), ``mean``
+            # only gives it its type
             wc = wv[c] if hw else mean
             bb = bv[c] if hb else mean
             normalize_seg(z, xv, b + cc * HxW, HxW, mean, rstd, wc, bb, hw, hb)
