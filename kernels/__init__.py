@@ -20,14 +20,14 @@ _NOT_FAMILIES = {"fast", "opencl"}  # the tiers' shared machinery, not families
 
 def family_modules(tier: str) -> list[str]:
     """Every family module of a tier, as import names: ``"reference"`` (modules named
-    ``reference*``), ``"fast"`` (``typed*`` and ``generic*``) or ``"opencl"``.
+    ``reference*``), ``"fast"`` (``typed*``, ``generic*`` and ``choose``) or ``"opencl"``.
 
     >>> "pyruntime.kernels.pool.reference" in family_modules("reference")
     True
     """
     import pkgutil
 
-    prefixes = {"reference": ("reference",), "fast": ("typed", "generic"),
+    prefixes = {"reference": ("reference",), "fast": ("typed", "generic", "choose"),
                 "opencl": ("opencl",)}[tier]
     out = []
     for fam in pkgutil.iter_modules(__path__):

@@ -71,7 +71,6 @@ def _contiguous(*ts):
     return all(t.is_contiguous() for t in ts)
 
 
-@register_fast("aten::_conj_physical.out", fallback=True)
 def bind_conj_physical_complex(ctx, self, out):
     if self.scalar_type not in _PART_BYTES or out.scalar_type != self.scalar_type \
             or out.ndim != self.ndim or not _contiguous(self, out):

@@ -359,7 +359,6 @@ def _conv_params(input, weight, stride, padding, dilation, transposed, output_pa
     return k, [1] * f + s, [0] * f + p, [1] * f + d, [0] * f + op
 
 
-@register_fast("aten::convolution.out", fallback=True)
 def bind_convolution_any(ctx, input, weight, bias, stride, padding, dilation, transposed,
                          output_padding, groups, out):  # noqa: A002 - schema names
     prm = _conv_params(input, weight, stride, padding, dilation, transposed, output_padding,

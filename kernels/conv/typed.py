@@ -23,7 +23,6 @@ from math import prod
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU,
                                                  channel_epilogue, direct_conv)
 from pyruntime.kernels.fast.deferred import carray, njit
@@ -418,7 +417,6 @@ def _bind(ctx, words, parts, rows, tail, weight):
                           words + tail + [PART_POST, n, rows, fma] if tail[2] else None)
 
 
-@register_fast("aten::convolution.out")
 def bind_convolution(ctx, input, weight, bias, stride, padding, dilation, transposed,
                      output_padding, groups, out):  # noqa: A002 - schema names
     r = _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed, groups,

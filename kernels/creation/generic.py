@@ -159,14 +159,12 @@ def bind_empty_dim_order(ctx, size, dim_order, out):
     return _bind_fill(ctx, C_EMPTY, out, 0, size)
 
 
-@register_fast("aten::full_like.out", fallback=True)
 def bind_full_like_any(ctx, self, fill_value, memory_format, out):
     if not _scalar(fill_value) or not ok(out):
         return None
     return _bind_fill(ctx, C_FILL, out, _full_pattern(fill_value, out.dtype), like=self)
 
 
-@register_fast("aten::scalar_tensor.out", fallback=True)
 def bind_scalar_tensor_any(ctx, s, out):
     if not _scalar(s) or not ok(out) or out.ndim != 0:
         return None

@@ -25,9 +25,10 @@ are rounded where the reference rounds them, the result is rounded to the
 result dtype when ``out`` has another dtype, and integer results wrap on store.
 Integer division by zero returns InvalidArgument (the reference raises).
 
-Binders are registered as the fallback of ops that have a specialized binder
-(``SPECIALIZED``), plainly for the others; a binder never raises: arguments the
-reference kernel refuses are declined, so the reference reports them.
+An op that also has a typed binder (``generic_bind.PAIRED``) gets its binder from
+``elementwise/choose.py``, the typed one first; the others register theirs plainly. A
+binder never raises: arguments the reference kernel refuses are declined, so the
+reference reports them.
 """
 from __future__ import annotations
 

@@ -118,16 +118,19 @@ def num(v, ct):
     return float(v) if category(ct) == 2 else int(v)
 
 
-# Ops with a specialized (fast-path) binder elsewhere: ours is their fallback.
-SPECIALIZED = {f"aten::{n}" for n in (
+# Ops with a second binder elsewhere (a typed one, or the complex kernel's): their
+# generic binder waits in HELD for the family's choose.py to register the pair.
+PAIRED = {f"aten::{n}" for n in (
     "abs.out neg.out relu.out exp.out sqrt.out rsqrt.out sigmoid.out tanh.out logical_not.out "
     "gelu.out hardtanh.out clamp.out add.out add.Scalar_out sub.out mul.out mul.Scalar_out "
     "div.out maximum.out minimum.out where.self_out eq.Scalar_out ne.Scalar_out lt.Scalar_out "
-    "le.Scalar_out gt.Scalar_out ge.Scalar_out").split()}
+    "le.Scalar_out gt.Scalar_out ge.Scalar_out _conj_physical.out").split()}
+HELD: dict = {}
 
 
 def register(names, fn):
-    """Register ``fn`` under ``names``; it never raises (a failure to bind is a decline)."""
+    """Register ``fn`` under ``names`` (or hold it, for the ``PAIRED`` ones); it never
+    raises (a failure to bind is a decline)."""
     def binder(ctx, *values):
         try:
             return fn(ctx, *values)
@@ -136,7 +139,10 @@ def register(names, fn):
     binder.__name__ = fn.__name__
     binder.__wrapped__ = fn
     for n in [names] if isinstance(names, str) else names:
-        register_fast(n, fallback=n in SPECIALIZED)(binder)
+        if n in PAIRED:
+            HELD[n] = binder
+        else:
+            register_fast(n)(binder)
     return fn
 
 

@@ -13,7 +13,6 @@ import numpy as np
 
 from pyruntime.cython_ext import Dynamism, from_numpy_dtype
 from pyruntime.cython_ext.abi import D_STRIDES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size, index_offset, next_index
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
@@ -289,9 +288,10 @@ def _binary_binder(op):
     return bind
 
 
-for _name, _op in (("add", B_ADD), ("sub", B_SUB), ("mul", B_MUL), ("div", B_DIV),
-                   ("maximum", B_MAX), ("minimum", B_MIN)):
-    register_fast(f"aten::{_name}.out")(_binary_binder(_op))
+# op -> binder (registered with the generic binder behind it by elementwise/choose.py)
+BINARY = {f"aten::{_name}.out": _binary_binder(_op) for _name, _op in (
+    ("add", B_ADD), ("sub", B_SUB), ("mul", B_MUL), ("div", B_DIV), ("maximum", B_MAX),
+    ("minimum", B_MIN))}
 
 
 # ---- scalar-operand binary ops: the scalar is a 1-element operand baked in the block
@@ -337,12 +337,10 @@ def _bind_scalar(ctx, op, a, s, out, alpha=1):
                     [op, ctx.desc(a), ctx.desc(out), ctx.f64(s), ctx.f64(alpha)])
 
 
-@register_fast("aten::add.Scalar_out")
 def bind_add_scalar(ctx, self, other, alpha, out):
     return _bind_scalar(ctx, S_ADD, self, other, out, alpha)
 
 
-@register_fast("aten::mul.Scalar_out")
 def bind_mul_scalar(ctx, self, other, out):
     return _bind_scalar(ctx, S_MUL, self, other, out)
 
@@ -554,11 +552,10 @@ def _unary_binder(op, ints=False):
     return bind
 
 
-for _name, _op, _ints in (("relu", U_RELU, True), ("sigmoid", U_SIGMOID, False),
-                          ("tanh", U_TANH, False), ("exp", U_EXP, False), ("neg", U_NEG, True),
-                          ("abs", U_ABS, True), ("sqrt", U_SQRT, False),
-                          ("rsqrt", U_RSQRT, False)):
-    register_fast(f"aten::{_name}.out")(_unary_binder(_op, _ints))
+UNARY = {f"aten::{_name}.out": _unary_binder(_op, _ints) for _name, _op, _ints in (
+    ("relu", U_RELU, True), ("sigmoid", U_SIGMOID, False), ("tanh", U_TANH, False),
+    ("exp", U_EXP, False), ("neg", U_NEG, True), ("abs", U_ABS, True), ("sqrt", U_SQRT, False),
+    ("rsqrt", U_RSQRT, False))}
 
 
 def bounds_ok(lo, hi):
@@ -568,21 +565,18 @@ def bounds_ok(lo, hi):
                for v in (lo, hi))
 
 
-@register_fast("aten::hardtanh.out")
 def bind_hardtanh(ctx, self, min_val, max_val, out):
     if not bounds_ok(min_val, max_val):
         return None
     return _bind_unary(ctx, U_CLAMP, self, out, min_val, max_val)
 
 
-@register_fast("aten::clamp.out")
 def bind_clamp(ctx, self, min, max, out):  # noqa: A002 - schema names
     if not bounds_ok(min, max):
         return None
     return _bind_unary(ctx, U_CLAMP, self, out, min, max)
 
 
-@register_fast("aten::gelu.out")
 def bind_gelu(ctx, self, approximate, out):
     op = {"none": U_GELU, "tanh": U_GELU_TANH}.get(approximate or "none")
     return None if op is None else _bind_unary(ctx, op, self, out)

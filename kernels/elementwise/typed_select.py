@@ -23,7 +23,6 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
@@ -124,7 +123,6 @@ def _bind_pred(ctx, op, a, out, s=0):
     return ctx.bind(lazy(pred_kernel), [op, ctx.desc(a), ctx.desc(out), si, ctx.f64(sf)])
 
 
-@register_fast("aten::logical_not.out")
 def bind_logical_not(ctx, self, out):
     return _bind_pred(ctx, P_NOT, self, out)
 
@@ -135,9 +133,9 @@ def _cmp_binder(op):
     return bind
 
 
-for _name, _op in (("eq", P_EQ), ("ne", P_NE), ("lt", P_LT), ("le", P_LE), ("gt", P_GT),
-                   ("ge", P_GE)):
-    register_fast(f"aten::{_name}.Scalar_out")(_cmp_binder(_op))
+# op -> binder (registered with the generic binder behind it by elementwise/choose.py)
+COMPARE = {f"aten::{_name}.Scalar_out": _cmp_binder(_op) for _name, _op in (
+    ("eq", P_EQ), ("ne", P_NE), ("lt", P_LT), ("le", P_LE), ("gt", P_GT), ("ge", P_GE))}
 
 
 # ---- any ------------------------------------------------------------------------------
@@ -197,7 +195,6 @@ def _bind_any(ctx, a, out, d, keep):
                                        ctx.buffer(16 * 8)])
 
 
-@register_fast("aten::any.out")
 def bind_any(ctx, self, dim, keepdim, out):
     n = self.ndim
     if n == 0 or isinstance(dim, bool) or not isinstance(dim, int) or not -n <= dim < n \
@@ -206,7 +203,6 @@ def bind_any(ctx, self, dim, keepdim, out):
     return _bind_any(ctx, self, out, dim % n, keepdim)
 
 
-@register_fast("aten::any.all_out")
 def bind_any_all(ctx, self, out):
     if out.ndim != 0:
         return None
@@ -297,7 +293,6 @@ def where_kernel(block):
     return NOT_SUPPORTED
 
 
-@register_fast("aten::where.self_out")
 def bind_where(ctx, condition, self, other, out):
     dt = out.dtype
     if condition.dtype not in (BOOL, U8) or dt not in FLOATS + INTS or self.dtype != dt \
@@ -366,7 +361,6 @@ def _bind_fill(ctx, src, out, value):
                                         vi, ctx.f64(vf)])
 
 
-@register_fast("aten::full_like.out")
 def bind_full_like(ctx, self, fill_value, memory_format, out):
     # memory_format only picks out's dim order, fixed at export; a fill writes every
     # element of out's dense storage whatever its dim order.
@@ -375,7 +369,6 @@ def bind_full_like(ctx, self, fill_value, memory_format, out):
     return _bind_fill(ctx, self, out, fill_value)
 
 
-@register_fast("aten::scalar_tensor.out")
 def bind_scalar_tensor(ctx, s, out):
     if out.ndim != 0:
         return None
@@ -492,7 +485,6 @@ def index_put_kernel(block):
     return NOT_SUPPORTED
 
 
-@register_fast("aten::index_put.out")
 def bind_index_put(ctx, self, indices, values, accumulate, out):
     if accumulate is not False or self.ndim == 0 or not isinstance(indices, (list, tuple)):
         return None

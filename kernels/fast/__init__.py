@@ -17,54 +17,75 @@ never imports this package.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 
 from pyruntime.kernels.fast import binder_index
 
 _BINDERS: dict = {}
-_FALLBACKS: dict = {}
 _DYNAMIC_INTS: set = set()
 
 
-def register_fast(*names, fallback: bool = False, dynamic_ints: bool = False):
-    """Register a binder under exact op names.
+def register_fast(*names, dynamic_ints: bool = False):
+    """Register a binder under exact op names: one binder per op.
 
-    One specialized binder per op; ``fallback=True`` registers a generic
-    (any-dtype) binder that is tried when the specialized one declines or
-    does not exist. ``dynamic_ints=True`` says the binder accepts
-    ``context.IntSlot`` arguments (Ints computed at run time) and reads them
-    through ``ctx.int_ref``; other binders only ever see load-time constants.
+    ``dynamic_ints=True`` says the binder accepts ``context.IntSlot`` arguments
+    (Ints computed at run time) and reads them through ``ctx.int_ref``; other
+    binders only ever see load-time constants. An op with both a typed and a
+    generic kernel registers the binder that chooses between them
+    (``register_choice``, in the family's ``choose.py``).
     """
     def deco(fn):
-        table = _FALLBACKS if fallback else _BINDERS
         for n in names:
-            if n in table:
+            if n in _BINDERS:
                 raise ValueError(f"fast binder {n!r} registered twice")
-            table[n] = fn
-            if dynamic_ints and not fallback:
+            _BINDERS[n] = fn
+            if dynamic_ints:
                 _DYNAMIC_INTS.add(n)
         return fn
     return deco
 
 
+def register_choice(name: str, typed, generic, dynamic_ints: bool = False):
+    """Register op ``name``'s binder: ``typed`` (the hot dtypes and layouts) where it
+    binds, else ``generic`` (every dtype and layout the family's generic kernel takes).
+
+    The generic binder never sees run-time Ints: with ``dynamic_ints=True`` only the
+    typed binder may take ``IntSlot`` arguments.
+
+    >>> register_choice("aten::avg_pool2d.out", typed.bind_avg_pool2d,
+    ...                 generic.bind_avg_pool2d_any)   # doctest: +SKIP
+    """
+    from pyruntime.kernels.fast.context import IntSlot
+
+    def binder(ctx, *values):
+        bound = typed(ctx, *values)
+        if bound is None and not (dynamic_ints and _holds(values, IntSlot)):
+            bound = generic(ctx, *values)
+        return bound
+    binder.__name__ = f"{typed.__name__}_else_{generic.__name__}"
+    binder.__qualname__ = binder.__name__
+    binder.__module__ = sys._getframe(1).f_globals["__name__"]  # the family's choose.py
+    binder.typed, binder.generic = typed, generic
+    return register_fast(name, dynamic_ints=dynamic_ints)(binder)
+
+
+def _holds(values, kind) -> bool:
+    return any(isinstance(v, kind) or (isinstance(v, list) and any(isinstance(x, kind) for x in v))
+               for v in values)
+
+
 def dynamic_binder(name: str):
-    """The binder to call when some Int arguments are computed at run time: the
-    specialized binder if it accepts ``IntSlot``s (fallbacks never see them), else None."""
+    """The binder to call when some Int arguments are computed at run time, if the
+    op's binder accepts ``IntSlot``s, else None."""
     _import_for(name)
     return _BINDERS[name] if name in _DYNAMIC_INTS else None
 
 
-def _chain(first, second):
-    def binder(ctx, *values):
-        r = first(ctx, *values)
-        return second(ctx, *values) if r is None else r
-    binder.__name__ = first.__name__
-    return binder
-
-
 def kernel_modules() -> list[str]:
-    """Every module holding binders: each family's ``typed*`` (typed hot paths) and
-    ``generic*`` (one kernel per family for every dtype) modules."""
+    """Every module holding binders: each family's ``typed*`` (typed hot paths),
+    ``generic*`` (one kernel per family for every dtype) and ``choose`` (ops with both)
+    modules."""
     from pyruntime.kernels import family_modules
 
     return family_modules("fast")
@@ -77,9 +98,7 @@ _ready: set = set()  # ops whose modules are imported
 
 
 def _registered() -> set:
-    """(table, op) pairs: an op may have a specialized binder and a fallback, each
-    registered by its own module."""
-    return {("s", n) for n in _BINDERS} | {("f", n) for n in _FALLBACKS}
+    return set(_BINDERS)
 
 
 def _load_binders():
@@ -94,10 +113,10 @@ def _load_binders():
         for name in modules:
             before = _registered()
             importlib.import_module(name)
-            for op in sorted({op for _, op in _registered() - before}):
+            for op in sorted(_registered() - before):
                 index.setdefault(op, []).append(name)
         _loaded = True
-        if clean and set(index) == {op for _, op in _registered()}:
+        if clean and set(index) == _registered():
             binder_index.write(index)
 
 
@@ -121,12 +140,9 @@ def get_binder(name: str):
     """The binder for op ``name`` (None: the op stays on the reference tier); "" imports
     every binder module."""
     _import_for(name)
-    first, second = _BINDERS.get(name), _FALLBACKS.get(name)
-    if first is None or second is None:
-        return first or second
-    return _chain(first, second)
+    return _BINDERS.get(name)
 
 
 def fast_names() -> list[str]:
     get_binder("")
-    return sorted(set(_BINDERS) | set(_FALLBACKS))
+    return sorted(_BINDERS)

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[2]
-_VERSION = 2  # 2: modules in family folders
+_VERSION = 3  # 2: modules in family folders; 3: one binder per op (choose.py)
 
 
 def sources_key() -> str:

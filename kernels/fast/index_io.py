@@ -52,7 +52,7 @@ def add_element(sp, sst, si, dp, dst, di):
 
 
 @njit
-def xfer(sp, sst, dp, dst, w, nr, acc):
+def move_simplified(sp, sst, dp, dst, w, nr, acc):
     """Copy (``acc`` 0) or accumulate (1) a space simplified by ``simplify`` (sizes and
     element strides in the copy engine's words of ``w``) from ``sp`` to ``dp``."""
     if nr < 0:
@@ -91,7 +91,7 @@ def copy_all(a, o, w):
         w[W_SZ + i] = a[D_SIZES + i]
         w[W_SS + i] = a[D_STRIDES + i]
         w[W_DS + i] = o[D_STRIDES + i]
-    xfer(a[0], a[1], o[0], o[1], w, simplify(w, nd), 0)
+    move_simplified(a[0], a[1], o[0], o[1], w, simplify(w, nd), 0)
 
 
 @njit(inline="always")

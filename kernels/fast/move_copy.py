@@ -57,7 +57,9 @@ def _convert_nd(sp, sst, dp, dst, w, nd):
 
 
 @njit
-def xfer(sp, sst, dp, dst, w, nd):
+def copy_space(sp, sst, dp, dst, w, nd):
+    """Copy ``w``'s iteration space of ``nd`` dims (sizes and element strides in the copy
+    engine's words) from ``sp`` to ``dp``: bytes, or a cast when the types differ."""
     if sst == dst:
         copy_nd(sp, dp, w, nd, elem_size(sst))
     else:
@@ -87,7 +89,7 @@ def copy_pieces(s, nd, sp, sst, dp, dst):
                 so += s[b + 2] * s[V_S + i]
                 do += s[b] * s[V_T + i]
             s[W_DS + i] = s[V_T + i]
-        xfer(sp + so * ses, sst, dp + do * des, dst, s, nd)
+        copy_space(sp + so * ses, sst, dp + do * des, dst, s, nd)
         for i in range(nd - 1, -1, -1):
             if s[NSEG + i] > 1:
                 s[CNT + i] += 1

@@ -36,7 +36,8 @@ from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.index.generic_gather import wrap_dim
-from pyruntime.kernels.fast.index_io import ALL, E, INDEX, MASK, copy_all, index_at, xfer
+from pyruntime.kernels.fast.index_io import (ALL, E, INDEX, MASK, copy_all, index_at,
+                                             move_simplified)
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, desc, elem_size, is_contiguous, lazy,
                                        offset_of, ptr_like, resize_like, resize_to, scratch)
 
@@ -232,11 +233,11 @@ def _adv(block, w):
                     v += w[A_X + d]
                 xoff += v * w[A_XS + d]
         if mode == M_INDEX:
-            xfer(x[0] + xoff * xs, x[1], o[0] + roff * os_, o[1], w, ns, 0)
+            move_simplified(x[0] + xoff * xs, x[1], o[0] + roff * os_, o[1], w, ns, 0)
         else:
             v = desc(block[2])
-            xfer(v[0] + roff * elem_size(v[1]), v[1], o[0] + xoff * os_, o[1], w, ns,
-                  1 if mode == M_ACC else 0)
+            move_simplified(v[0] + roff * elem_size(v[1]), v[1], o[0] + xoff * os_, o[1], w,
+                            ns, 1 if mode == M_ACC else 0)
     return OK
 
 
@@ -295,7 +296,6 @@ def _items(x, indices):
     return items if d <= x.ndim else None
 
 
-@register_fast("aten::index.Tensor_out", fallback=True)
 def bind_index(ctx, self, indices, out):
     items = _items(self, indices)
     return None if items is None else _bind_adv(ctx, M_INDEX, self, items, None, out)
@@ -308,7 +308,6 @@ def _bind_put(ctx, self, indices, values, accumulate, out):
     return _bind_adv(ctx, M_ACC if accumulate else M_PUT, self, items, values, out)
 
 
-@register_fast("aten::index_put.out", fallback=True)
 def bind_index_put(ctx, self, indices, values, accumulate, out):
     return _bind_put(ctx, self, indices, values, accumulate, out)
 
@@ -318,7 +317,6 @@ def bind_index_put_(ctx, self, indices, values, accumulate):
     return _bind_put(ctx, self, indices, values, accumulate, self)
 
 
-@register_fast("aten::index_select.out", fallback=True)
 def bind_index_select(ctx, self, dim, index, out):
     d = wrap_dim(dim, self.ndim)
     if d is None or index.dtype not in INDEX:
@@ -327,7 +325,6 @@ def bind_index_select(ctx, self, dim, index, out):
                      x0=self.ndim == 0, neg=False)
 
 
-@register_fast("aten::embedding.out", fallback=True)
 def bind_embedding(ctx, weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
     if weight.ndim != 2 or indices.dtype not in INDEX:
         return None

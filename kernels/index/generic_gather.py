@@ -10,7 +10,8 @@ from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, clamp_bound, simplify
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.index_io import (ALL, BIG, E, INDEX, R_OFF, add_element, copy_all,
-                                           index_at, move, next_row, start_rows, xfer)
+                                           index_at, move, move_simplified, next_row,
+                                           start_rows)
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, bits_to_f64, desc, elem_size,
                                        is_float_st, lazy, load_i64, ptr_like, resize_like,
                                        resize_to, scratch, store_f64, store_i64)
@@ -166,7 +167,7 @@ def _region(op, x, s, o, w, d, start, end, step):
         w[W_DS + r] = o[D_STRIDES + i] * (step if i == d else 1)
         r += 1
     es = elem_size(o[1])
-    xfer(s[0], s[1], o[0] + base * es, o[1], w, simplify(w, rnd), 0)
+    move_simplified(s[0], s[1], o[0] + base * es, o[1], w, simplify(w, rnd), 0)
     return OK
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ,
                                                 copy_simplified, resize_with, scratch, simplify)
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, ST_I64, desc, lazy, ptr_like, resize_to
@@ -96,14 +95,12 @@ def _bind(ctx, mode, src, index, out, dim, negative):
                                           ctx.buffer(SCRATCH_WORDS * 8), es, dim, int(negative)])
 
 
-@register_fast("aten::embedding.out")
 def bind_embedding(ctx, weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
     if weight.ndim != 2 or out.ndim != indices.ndim + 1:
         return None
     return _bind(ctx, G_TAKE, weight, indices, out, 0, False)
 
 
-@register_fast("aten::index_select.out")
 def bind_index_select(ctx, self, dim, index, out):
     n = self.ndim
     if n == 0 or index.ndim > 1 or isinstance(dim, bool) or not -n <= dim < n \
@@ -112,7 +109,6 @@ def bind_index_select(ctx, self, dim, index, out):
     return _bind(ctx, G_SELECT, self, index, out, dim % n, False)
 
 
-@register_fast("aten::index.Tensor_out")
 def bind_index(ctx, self, indices, out):
     if len(indices) != 1 or indices[0] is None or self.ndim == 0 \
             or out.ndim != indices[0].ndim + self.ndim - 1:

@@ -2,8 +2,8 @@
 neural-net family (convolution: ``conv.py``, normalization: ``norm.py``, gathers and
 scatters: ``nn_io.py``).
 
-Generic (``fallback=True``) binders behind the float32/float64 kernels of
-``linalg.py``, ``conv.py`` and ``norm.py``, plus the ops those lack (training
+Generic binders behind the float32/float64 kernels of ``linalg``, ``conv`` and
+``norm`` (each family's ``choose.py`` pairs them), plus the ops those lack (training
 batch norm, convolution backward). Each op computes in the reference kernel's
 compute dtype: float32 for float32/float16/bfloat16, float64 for float64,
 int64 for integer types (wrapped to the integer compute dtype at the end,
@@ -28,7 +28,6 @@ import numpy as np
 
 from pyruntime.cython_ext import from_numpy_dtype, to_numpy_dtype
 from pyruntime.cython_ext.abi import D_SIZES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.blas import matmul_strided
 from pyruntime.kernels.fast.deferred import njit, overload, types
 from pyruntime.kernels.fast.nn_io import SUPPORTED, cv, gather_compute, scal, scatter_compute, wrap
@@ -290,21 +289,18 @@ def _bind_mm(ctx, op, comp, a, b, out, s=None, alpha=1, beta=0, bmode=0):
         ctx.buffer(s.capacity * item) if bmode else 0, ctx.buffer(16 * 8)])
 
 
-@register_fast("aten::mm.out", fallback=True)
 def bind_mm_any(ctx, self, mat2, out):
     if self.ndim != 2 or mat2.ndim != 2 or out.ndim != 2:
         return None
     return _bind_mm(ctx, OP_MM, compute_codes(self, mat2), self, mat2, out)
 
 
-@register_fast("aten::bmm.out", fallback=True)
 def bind_bmm_any(ctx, self, mat2, out):
     if self.ndim != 3 or mat2.ndim != 3 or out.ndim != 3:
         return None
     return _bind_mm(ctx, OP_BMM, compute_codes(self, mat2), self, mat2, out)
 
 
-@register_fast("aten::addmm.out", fallback=True)
 def bind_addmm_any(ctx, self, mat1, mat2, beta, alpha, out):
     if mat1.ndim != 2 or mat2.ndim != 2 or out.ndim != 2:
         return None
@@ -315,7 +311,6 @@ def bind_addmm_any(ctx, self, mat1, mat2, beta, alpha, out):
                     self if bmode else None, alpha, beta, bmode)
 
 
-@register_fast("aten::linear.out", fallback=True)
 def bind_linear_any(ctx, input, weight, bias, out):  # noqa: A002 - schema names
     if input.ndim < 1 or input.ndim > 16 or weight.ndim not in (1, 2):
         return None

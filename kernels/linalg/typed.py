@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
@@ -201,28 +200,24 @@ def _bind(ctx, op, a, b, out, s=None, alpha=1, beta=0):
                           whole[:K_PART] + [-1, parts, SPLIT_MACS, int(bycol), words[K_FMA]])
 
 
-@register_fast("aten::mm.out")
 def bind_mm(ctx, self, mat2, out):
     if not (_matrix_ok(self, 2) and _matrix_ok(mat2, 2)):
         return None
     return _bind(ctx, OP_MM, self, mat2, out)
 
 
-@register_fast("aten::bmm.out")
 def bind_bmm(ctx, self, mat2, out):
     if not (_matrix_ok(self, 3) and _matrix_ok(mat2, 3)):
         return None
     return _bind(ctx, OP_BMM, self, mat2, out)
 
 
-@register_fast("aten::addmm.out")
 def bind_addmm(ctx, self, mat1, mat2, beta, alpha, out):
     if not (_matrix_ok(mat1, 2) and _matrix_ok(mat2, 2)) or self.ndim > 2:
         return None
     return _bind(ctx, OP_ADDMM, mat1, mat2, out, self, alpha, beta)
 
 
-@register_fast("aten::linear.out")
 def bind_linear(ctx, input, weight, bias, out):  # noqa: A002 - schema names
     # a rank-2 input may be transposed; other ranks are flattened to (m, k), so contiguous
     ok = _matrix_ok(input, 2) if input.ndim == 2 else input.ndim >= 1 and input.is_contiguous()

@@ -202,7 +202,6 @@ def _bind_bn_inference(ctx, input, weight, bias, running_mean, running_var, eps,
     return _bind_norm(ctx, N_BN, input, weight, bias, running_mean, running_var, outs, eps)
 
 
-@register_fast("aten::_native_batch_norm_legit_no_training.out", fallback=True)
 def bind_batch_norm_no_training_any(ctx, input, weight, bias, running_mean, running_var,
                                     momentum, eps, out0, out1, out2):  # noqa: A002
     if input.ndim < 2 or out1.ndim != 1 or out2.ndim != 1 or running_mean is None \
@@ -244,7 +243,6 @@ def bind_batch_norm_legit_no_stats(ctx, input, weight, bias, training, momentum,
                           (out, save_mean, save_invstd))
 
 
-@register_fast("aten::native_layer_norm.out", fallback=True)
 def bind_layer_norm_any(ctx, input, normalized_shape, weight, bias, eps, out0, out1,
                         out2):  # noqa: A002
     ns = [int(s) for s in normalized_shape]
@@ -257,7 +255,6 @@ def bind_layer_norm_any(ctx, input, normalized_shape, weight, bias, eps, out0, o
                       ints=[0, 0, 0, 0, k] + ns)
 
 
-@register_fast("aten::native_group_norm.out", fallback=True)
 def bind_group_norm_any(ctx, input, weight, bias, N, C, HxW, group, eps, out0, out1,
                         out2):  # noqa: A002
     N, C, HxW, group = int(N), int(C), int(HxW), int(group)

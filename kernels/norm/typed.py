@@ -17,7 +17,6 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64,
                                        bits_to_f64, desc, flat, lazy, resize_both, resize_like,
@@ -108,7 +107,6 @@ def batch_norm_kernel(block):
     return NOT_SUPPORTED
 
 
-@register_fast("aten::_native_batch_norm_legit_no_training.out")
 def bind_batch_norm_no_training(ctx, input, weight, bias, running_mean, running_var,
                                 momentum, eps, out0, out1, out2):
     dt = input.dtype
@@ -252,7 +250,6 @@ def layer_norm_kernel(block):
     return NOT_SUPPORTED
 
 
-@register_fast("aten::native_layer_norm.out")
 def bind_layer_norm(ctx, input, normalized_shape, weight, bias, eps, out0, out1, out2):
     dt = input.dtype
     if dt not in FLOATS or not input.is_contiguous() or input.ndim > 16:
@@ -334,7 +331,6 @@ def group_norm_kernel(block):
     return NOT_SUPPORTED
 
 
-@register_fast("aten::native_group_norm.out")
 def bind_group_norm(ctx, input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):
     dt = input.dtype
     if dt not in FLOATS or not input.is_contiguous():

@@ -227,7 +227,6 @@ def _pool_ok(self, *outs):
     return self.ndim in (3, 4) and all(o.ndim == self.ndim for o in outs)
 
 
-@register_fast("aten::avg_pool2d.out", fallback=True)
 def bind_avg_pool2d_any(ctx, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override, out):
     if not _pool_ok(self, out):
@@ -240,7 +239,6 @@ def bind_avg_pool2d_any(ctx, self, kernel_size, stride, padding, ceil_mode, coun
                     + words + [int(computes_f32(self.dtype))])
 
 
-@register_fast("aten::max_pool2d_with_indices.out", fallback=True)
 def bind_max_pool2d_with_indices_any(ctx, self, kernel_size, stride, padding, dilation, ceil_mode,
                                      out, indices):
     if not _pool_ok(self, out, indices):
@@ -254,7 +252,6 @@ def bind_max_pool2d_with_indices_any(ctx, self, kernel_size, stride, padding, di
                     + words + [fill, ctx.desc(indices)])
 
 
-@register_fast("aten::_adaptive_avg_pool2d.out", fallback=True)
 def bind_adaptive_avg_pool2d_any(ctx, self, output_size, out):
     # integer inputs (torch rejects them) stay on the reference kernel
     if not _pool_ok(self, out) or not is_float(self.dtype):

@@ -21,7 +21,6 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import plane_count, resize_hw
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
@@ -207,7 +206,6 @@ def _pool_input_ok(self, *outs):
             and all(o.is_contiguous() and o.ndim == self.ndim for o in outs))
 
 
-@register_fast("aten::max_pool2d_with_indices.out")
 def bind_max_pool2d_with_indices(ctx, self, kernel_size, stride, padding, dilation, ceil_mode,
                                  out, indices):
     if not _pool_input_ok(self, out, indices) or out.dtype != self.dtype \
@@ -283,7 +281,6 @@ def adaptive_avg_pool_kernel(block):
     return _mean_kernel(block, True)
 
 
-@register_fast("aten::avg_pool2d.out")
 def bind_avg_pool2d(ctx, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                     divisor_override, out):
     if not _pool_input_ok(self, out) or out.dtype != self.dtype:
@@ -296,7 +293,6 @@ def bind_avg_pool2d(ctx, self, kernel_size, stride, padding, ceil_mode, count_in
                     [ctx.desc(self), ctx.desc(out)] + words + [ctx.buffer(16 * 8)])
 
 
-@register_fast("aten::_adaptive_avg_pool2d.out")
 def bind_adaptive_avg_pool2d(ctx, self, output_size, out):
     if not _pool_input_ok(self, out) or out.dtype != self.dtype:
         return None

@@ -390,12 +390,10 @@ def _bind_sum_like(ctx, op, self, dim, keepdim, dtype, out, flags=0):
     return _bind(ctx, op, self, out, reduced_mask(dim, self.ndim), keepdim, acc, flags)
 
 
-@register_fast("aten::sum.IntList_out", fallback=True)
 def bind_sum(ctx, self, dim, keepdim, dtype, out):
     return _bind_sum_like(ctx, R_SUM, self, dim, keepdim, dtype, out)
 
 
-@register_fast("aten::mean.out", fallback=True)
 def bind_mean(ctx, self, dim, keepdim, dtype, out):
     return _bind_sum_like(ctx, R_MEAN, self, dim, keepdim, dtype, out)
 
@@ -475,7 +473,6 @@ def bind_min_dim(ctx, self, dim, keepdim, min, min_indices):  # noqa: A002 (sche
     return _bind_dim_extreme(ctx, R_MINDIM, self, dim, keepdim, min, min_indices)
 
 
-@register_fast("aten::any.all_out", fallback=True)
 def bind_any_all(ctx, self, out):
     return _bind(ctx, R_ANY, self, out, reduced_mask(None, self.ndim), False, _domain(self))
 
@@ -487,7 +484,6 @@ def bind_any_dims(ctx, self, dim, keepdim, out):
                  _domain(self))
 
 
-@register_fast("aten::any.out", fallback=True)
 def bind_any(ctx, self, dim, keepdim, out):
     if not is_int(dim):
         return None

@@ -20,7 +20,6 @@ import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat,
                                        lazy, resize_to, scratch)
@@ -236,11 +235,9 @@ def _bind_reduce(ctx, op, self, dim, keepdim, dtype, out):
                                           ctx.buffer(96 * 8)])
 
 
-@register_fast("aten::sum.IntList_out")
 def bind_sum(ctx, self, dim, keepdim, dtype, out):
     return _bind_reduce(ctx, R_SUM, self, dim, keepdim, dtype, out)
 
 
-@register_fast("aten::mean.out")
 def bind_mean(ctx, self, dim, keepdim, dtype, out):
     return _bind_reduce(ctx, R_MEAN, self, dim, keepdim, dtype, out)

@@ -104,13 +104,10 @@ def bind_to_copy(ctx, self, non_blocking, memory_format, out):
     return _same_rank(ctx, OP_COPY, self, out) if memory_format in (None, 0, 1) else None
 
 
-@register_fast("aten::clone.out", fallback=True)
 def bind_clone_any(ctx, self, memory_format, out):
     return bind_to_copy(ctx, self, False, memory_format, out)
 
 
-@register_fast("dim_order_ops::_to_dim_order_copy.out", "dim_order_ops::_clone_dim_order.out",
-               fallback=True)
 def bind_to_dim_order_copy_any(ctx, self, non_blocking, dim_order, out):
     if dim_order is not None and (sorted(dim_order) != list(range(self.ndim))
                                   or tuple(dim_order) != tuple(out.dim_order)):
@@ -127,7 +124,6 @@ def bind_copy(ctx, self, src, non_blocking, out):
     return _bind(ctx, OP_BCAST, src, out, [ctx.desc(self)])
 
 
-@register_fast("aten::copy_", fallback=True)
 def bind_copy_any(ctx, self, src, non_blocking):
     if src.ndim > self.ndim:
         return None
@@ -182,7 +178,6 @@ def bind_view_as_real(ctx, self, out):
 
 # -- the plain views into an out of another dtype (same dtype: kernels.shape.typed)
 
-@register_fast("aten::permute_copy.out", fallback=True)
 def bind_permute_any(ctx, self, dims, out):
     perm = _dim_set(dims, self.ndim)
     if perm is None or len(perm) != self.ndim:
@@ -190,7 +185,6 @@ def bind_permute_any(ctx, self, dims, out):
     return _same_rank(ctx, OP_PERMUTE, self, out, perm)
 
 
-@register_fast("aten::transpose_copy.int_out", fallback=True)
 def bind_transpose_any(ctx, self, dim0, dim1, out):
     d0, d1 = _dim(dim0, self.ndim), _dim(dim1, self.ndim)
     if d0 is None or d1 is None:
@@ -202,14 +196,12 @@ def bind_transpose_any(ctx, self, dim0, dim1, out):
     return _same_rank(ctx, OP_PERMUTE, self, out, perm)
 
 
-@register_fast("aten::t_copy.out", fallback=True)
 def bind_t_any(ctx, self, out):
     if self.ndim > 2:
         return None
     return _same_rank(ctx, OP_PERMUTE, self, out, list(range(self.ndim))[::-1])
 
 
-@register_fast("aten::expand_copy.out", fallback=True)
 def bind_expand_any(ctx, self, size, implicit, out):
     lead = len(size) - self.ndim
     if lead < 0 or len(size) != out.ndim or not ints(size, -1, 1 << 50) \
@@ -218,7 +210,6 @@ def bind_expand_any(ctx, self, size, implicit, out):
     return _bind(ctx, OP_EXPAND, self, out, [len(size)] + list(size))
 
 
-@register_fast("aten::slice_copy.Tensor_out", fallback=True)
 def bind_slice_any(ctx, self, dim, start, end, step, out):
     d = _dim(dim, self.ndim) if self.ndim else None
     start = 0 if start is None else start
@@ -229,7 +220,6 @@ def bind_slice_any(ctx, self, dim, start, end, step, out):
     return _same_rank(ctx, OP_SLICE, self, out, [d, start, end, step])
 
 
-@register_fast("aten::select_copy.int_out", fallback=True)
 def bind_select_any(ctx, self, dim, index, out):
     d = _dim(dim, self.ndim) if self.ndim else None
     if d is None or not ints([index]) or out.ndim != self.ndim - 1:
@@ -237,17 +227,14 @@ def bind_select_any(ctx, self, dim, index, out):
     return _bind(ctx, OP_SELECT, self, out, [d, index])
 
 
-@register_fast("aten::squeeze_copy.dims_out", fallback=True)
 def bind_squeeze_dims_any(ctx, self, dim, out):
     return bind_dim_mask(ctx, _bind, OP_SQUEEZE, self, dim, out)
 
 
-@register_fast("aten::squeeze_copy.dim_out", fallback=True)
 def bind_squeeze_dim_any(ctx, self, dim, out):
     return bind_squeeze_dims_any(ctx, self, [dim], out)
 
 
-@register_fast("aten::unsqueeze_copy.out", fallback=True)
 def bind_unsqueeze_any(ctx, self, dim, out):
     d = _dim(dim, self.ndim + 1)
     if d is None or out.ndim != self.ndim + 1:
@@ -255,7 +242,6 @@ def bind_unsqueeze_any(ctx, self, dim, out):
     return _bind(ctx, OP_UNSQUEEZE, self, out, [d])
 
 
-@register_fast("aten::view_copy.out", fallback=True)
 def bind_view_any(ctx, self, size, out):
     if len(size) != out.ndim or not ints(size, -1, 1 << 50) or list(size).count(-1) > 1 \
             or not (self.is_contiguous() or out.is_contiguous()):
@@ -404,7 +390,6 @@ def bind_stack(ctx, tensors, dim, out):
     return None if d is None else _bind_list(ctx, OP_STACK, None, out, d, tensors)
 
 
-@register_fast("aten::cat.out", fallback=True)
 def bind_cat_any(ctx, tensors, dim, out):
     if not _join_ok(tensors, out) or out.ndim == 0:
         return None
@@ -425,7 +410,6 @@ def bind_split(ctx, self, split_size, dim, out):
     return _bind_list(ctx, OP_SPLIT, self, None, d, out, [split_size])
 
 
-@register_fast("aten::split_with_sizes_copy.out", fallback=True)
 def bind_split_with_sizes_any(ctx, self, split_sizes, dim, out):
     d = _dim(dim, self.ndim)
     if d is None or not _split_ok(self, out, self.ndim) or len(split_sizes) != len(out) \

@@ -11,8 +11,8 @@ from pyruntime.kernels.fast.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_I
                                               OP_PSHUF, OP_PUNSHUF, OP_REAL, OP_REFLECT, OP_REPEAT,
                                               OP_REPLICATE, OP_ROLL, OP_ROLL_FLAT, OP_SELECT,
                                               OP_SLICE, OP_SQUEEZE, OP_STRIDED, OP_TRIL, OP_TRIU,
-                                              OP_UNFOLD, OP_UNSQUEEZE, OP_VIEW, V_N, V_S, V_T, fill,
-                                              seg, whole_dim, xfer)
+                                              OP_UNFOLD, OP_UNSQUEEZE, OP_VIEW, V_N, V_S, V_T,
+                                              copy_space, fill, seg, whole_dim)
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size,
                                        is_contiguous, offset_of)
 
@@ -397,5 +397,5 @@ def roll_flat(a, o, sst, shift, w):
     ses = elem_size(sst)
     des = elem_size(o[1])
     for k in range(n):
-        xfer(a[0] + offset_of(a, (k - sh + n) % n) * ses, sst, o[0] + offset_of(o, k) * des,
-              o[1], w, 0)
+        copy_space(a[0] + offset_of(a, (k - sh + n) % n) * ses, sst,
+                   o[0] + offset_of(o, k) * des, o[1], w, 0)

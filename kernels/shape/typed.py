@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.context import IntSlot
 from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, clamp_bound,
                                                 copy_nd, dst_strides, expand_view, join_out,
@@ -305,33 +304,28 @@ def _copy_like(ctx, self, out):
     return None
 
 
-@register_fast("aten::clone.out")
 def bind_clone(ctx, self, memory_format, out):
     if memory_format not in (None, 0, 1):
         return None
     return _copy_like(ctx, self, out)
 
 
-@register_fast("dim_order_ops::_clone_dim_order.out")
 def bind_clone_dim_order(ctx, self, non_blocking, dim_order, out):
     if dim_order is not None and tuple(dim_order) != tuple(out.dim_order):
         return None
     return _copy_like(ctx, self, out)
 
 
-@register_fast("dim_order_ops::_to_dim_order_copy.out")
 def bind_to_dim_order_copy(ctx, self, non_blocking, dim_order, out):
     return bind_clone_dim_order(ctx, self, non_blocking, dim_order, out)
 
 
-@register_fast("aten::copy_")
 def bind_copy_(ctx, self, src, non_blocking):
     if src.ndim > self.ndim:
         return None
     return _bind_view(ctx, OP_COPY_INTO, src, self)
 
 
-@register_fast("aten::view_copy.out")
 def bind_view_copy(ctx, self, size, out):
     size = [int(s) for s in size]
     if len(size) != out.ndim or size.count(-1) > 1 or any(s < -1 for s in size) \
@@ -340,7 +334,6 @@ def bind_view_copy(ctx, self, size, out):
     return _bind_view(ctx, OP_RESHAPE, self, out, [len(size)] + size)
 
 
-@register_fast("aten::permute_copy.out")
 def bind_permute(ctx, self, dims, out):
     n = self.ndim
     perm = [_norm_dim(d, n) for d in dims] if n else []
@@ -349,7 +342,6 @@ def bind_permute(ctx, self, dims, out):
     return _bind_view(ctx, OP_PERMUTE, self, out, perm)
 
 
-@register_fast("aten::transpose_copy.int_out")
 def bind_transpose(ctx, self, dim0, dim1, out):
     n = self.ndim
     if n == 0:
@@ -362,14 +354,12 @@ def bind_transpose(ctx, self, dim0, dim1, out):
     return _bind_view(ctx, OP_PERMUTE, self, out, perm)
 
 
-@register_fast("aten::t_copy.out")
 def bind_t(ctx, self, out):
     if self.ndim > 2:
         return None
     return _bind_view(ctx, OP_PERMUTE, self, out, list(range(self.ndim))[::-1])
 
 
-@register_fast("aten::expand_copy.out")
 def bind_expand(ctx, self, size, implicit, out):
     size = [int(s) for s in size]
     lead = len(size) - self.ndim
@@ -379,13 +369,11 @@ def bind_expand(ctx, self, size, implicit, out):
     return _bind_view(ctx, OP_EXPAND, self, out, [len(size)] + size)
 
 
-@register_fast("aten::unsqueeze_copy.out")
 def bind_unsqueeze(ctx, self, dim, out):
     d = _norm_dim(dim, self.ndim + 1)
     return None if d is None else _bind_view(ctx, OP_UNSQUEEZE, self, out, [d])
 
 
-@register_fast("aten::squeeze_copy.dims_out")
 def bind_squeeze_dims(ctx, self, dim, out):
     n = self.ndim
     if n == 0:
@@ -396,12 +384,10 @@ def bind_squeeze_dims(ctx, self, dim, out):
     return _bind_view(ctx, OP_SQUEEZE, self, out, [sum(1 << d for d in ds)])
 
 
-@register_fast("aten::squeeze_copy.dim_out")
 def bind_squeeze_dim(ctx, self, dim, out):
     return bind_squeeze_dims(ctx, self, [dim], out)
 
 
-@register_fast("aten::slice_copy.Tensor_out", dynamic_ints=True)
 def bind_slice(ctx, self, dim, start, end, step, out):
     d = _norm_dim(dim, self.ndim) if self.ndim and not isinstance(dim, IntSlot) else None
     if d is None or not isinstance(step, int) or isinstance(step, IntSlot) or step <= 0:
@@ -413,7 +399,6 @@ def bind_slice(ctx, self, dim, start, end, step, out):
     return _bind_view(ctx, OP_SLICE, self, out, [d, ctx.int_ref(start), ctx.int_ref(end), step])
 
 
-@register_fast("aten::select_copy.int_out")
 def bind_select(ctx, self, dim, index, out):
     d = _norm_dim(dim, self.ndim) if self.ndim else None
     if d is None or not isinstance(index, int) or abs(index) > BIG:
@@ -421,7 +406,6 @@ def bind_select(ctx, self, dim, index, out):
     return _bind_view(ctx, OP_SELECT, self, out, [d, index])
 
 
-@register_fast("aten::cat.out")
 def bind_cat(ctx, tensors, dim, out):
     if not tensors or any(t is None for t in tensors):
         return None
@@ -433,7 +417,6 @@ def bind_cat(ctx, tensors, dim, out):
                                         d, len(tensors)] + [ctx.desc(t) for t in tensors])
 
 
-@register_fast("aten::split_with_sizes_copy.out")
 def bind_split_with_sizes(ctx, self, split_sizes, dim, out):
     if not out or len(out) != len(split_sizes) or any(o is None for o in out) \
             or any(not isinstance(s, int) or s < 0 for s in split_sizes):

@@ -8,7 +8,6 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.reduce.generic_cumsum import start_lines
 from pyruntime.kernels.reduce.generic import is_int, ok, seg_extreme
@@ -118,11 +117,9 @@ def _bind_softmax(ctx, log, self, dim, out):
                                            ctx.buffer((W_WORDS + cap) * 8), cap])
 
 
-@register_fast("aten::_softmax.out", fallback=True)
 def bind_softmax(ctx, self, dim, half_to_float, out):
     return _bind_softmax(ctx, False, self, dim, out)
 
 
-@register_fast("aten::_log_softmax.out", fallback=True)
 def bind_log_softmax(ctx, self, dim, half_to_float, out):
     return _bind_softmax(ctx, True, self, dim, out)

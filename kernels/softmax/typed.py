@@ -19,7 +19,6 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_SIZES
-from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat,
                                        lazy, ptr_like, resize_like, sum_seg)
@@ -235,11 +234,9 @@ def _bind_softmax(ctx, log, self, dim, half_to_float, out):
                                            ctx.buffer(16 * nscr), nscr])
 
 
-@register_fast("aten::_softmax.out")
 def bind_softmax(ctx, self, dim, half_to_float, out):
     return _bind_softmax(ctx, False, self, dim, half_to_float, out)
 
 
-@register_fast("aten::_log_softmax.out")
 def bind_log_softmax(ctx, self, dim, half_to_float, out):
     return _bind_softmax(ctx, True, self, dim, half_to_float, out)

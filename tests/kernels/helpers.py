@@ -85,11 +85,9 @@ def bind_fast(name: str, *args, typed: bool = False):
     from pyruntime.kernels.fast import get_binder
     from pyruntime.kernels.fast.context import BindContext
 
-    if typed:  # only the specialized (typed) binder, not the any-dtype fallback
-        from pyruntime.kernels.fast import _BINDERS
-        binder = _BINDERS.get(name)
-    else:
-        binder = get_binder(name)
+    binder = get_binder(name)
+    if typed:  # only the typed binder of an op whose choose.py pairs it with a generic one
+        binder = getattr(binder, "typed", binder)
     assert binder is not None, f"no compiled kernel for {name}"
     vals = [as_value(a) for a in args]
     flat = []
@@ -142,7 +140,7 @@ def call_split(name: str, *args, threads: int):
 def call_fast(name: str, *args, typed: bool = False):
     """Run ``name``'s compiled kernel once, the way the fast loop does: its status
     code, or ``None`` when the binder declines these arguments. ``typed=True``
-    tries only the specialized binder (what it declines, the fallback takes)."""
+    tries only the typed binder (what it declines, the generic one takes)."""
     run = bind_fast(name, *args, typed=typed)
     return None if run is None else run()
 

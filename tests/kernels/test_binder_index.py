@@ -15,8 +15,10 @@ import pyruntime.kernels.fast as fast
 from pyruntime.kernels.fast import binder_index
 
 def entry(op):
-    return [None if b is None else f"{b.__module__}.{b.__qualname__}"
-            for b in (fast._BINDERS.get(op), fast._FALLBACKS.get(op))]
+    b = fast._BINDERS.get(op)
+    return [f"{b.__module__}.{b.__qualname__}"] + [
+        f"{x.__module__}.{x.__qualname__}" for x in (getattr(b, "typed", None),
+                                                       getattr(b, "generic", None)) if x]
 
 index = binder_index.read()
 out = {"had_index": index is not None, "partial": {}}

@@ -37,8 +37,9 @@ def _binder(name):
     import pyruntime.kernels.fast as kf
     kf.get_binder("")
     # the op may also have a binder in another family (complex _conj_physical: kernels.complex.typed)
-    found = [b for b in (kf._FALLBACKS.get(name), kf._BINDERS.get(name))
-             if b is not None and b.__module__ in _ELEMENTWISE]
+    b = kf._BINDERS.get(name)
+    found = [x for x in (b, getattr(b, "typed", None), getattr(b, "generic", None))
+             if x is not None and x.__module__ in _ELEMENTWISE]
     assert found, name
     return found[0]
 
