@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like,
@@ -36,14 +36,14 @@ def conj_kernel(block):
     st = resize_like(o, x)
     if st != OK:
         return st
-    n = x[3]
-    if x[1] == CFLOAT:
-        _negate_odd(x[0], o[0], n, np.float32(0))
-    elif x[1] == CDOUBLE:
-        _negate_odd(x[0], o[0], n, np.float64(0))
-    elif x[1] == CHALF:
-        w = ptr_like(x[0], np.uint32(0))
-        z = ptr_like(o[0], np.uint32(0))
+    n = x[D_NUMEL]
+    if x[D_DTYPE] == CFLOAT:
+        _negate_odd(x[D_DATA], o[D_DATA], n, np.float32(0))
+    elif x[D_DTYPE] == CDOUBLE:
+        _negate_odd(x[D_DATA], o[D_DATA], n, np.float64(0))
+    elif x[D_DTYPE] == CHALF:
+        w = ptr_like(x[D_DATA], np.uint32(0))
+        z = ptr_like(o[D_DATA], np.uint32(0))
         for i in range(n):
             z[i] = w[i] ^ np.uint32(0x80000000)
     else:
@@ -54,15 +54,15 @@ def conj_kernel(block):
 def view_as_complex_kernel(block):
     x = desc(block[0])
     o = desc(block[1])
-    nd = x[2]
-    if nd < 1 or x[D_SIZES + nd - 1] != 2 or o[2] != nd - 1:
+    nd = x[D_NDIM]
+    if nd < 1 or x[D_SIZES + nd - 1] != 2 or o[D_NDIM] != nd - 1:
         return NOT_SUPPORTED
-    st = resize_to(o, x[8:8 + nd - 1], nd - 1)
+    st = resize_to(o, x[D_SIZES:D_SIZES + nd - 1], nd - 1)
     if st != OK:
         return st
-    src = ptr_like(x[0], np.uint8(0))
-    dst = ptr_like(o[0], np.uint8(0))
-    for i in range(x[3] * block[2]):  # numel parts x bytes per part
+    src = ptr_like(x[D_DATA], np.uint8(0))
+    dst = ptr_like(o[D_DATA], np.uint8(0))
+    for i in range(x[D_NUMEL] * block[2]):  # numel parts x bytes per part
         dst[i] = src[i]
     return OK
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.conv.typed import conv_typed, cols_range, int_list
 from pyruntime.kernels.conv.typed import conv_scratch as _conv_scratch
@@ -255,7 +255,7 @@ def _conv_fwd(blk, mk, item):
         if hasb:
             fb = desc(fa + F_B * 512)
             bd = desc(blk[C_B])
-            fake_desc(fb, bd, blk[C_SB], stc, bd[3])
+            fake_desc(fb, bd, blk[C_SB], stc, bd[D_NUMEL])
             gather_compute(blk[C_SB], bd, mk)
             cb[3] = fa + F_B * 512
         # (sh, sw, ph, pw, dh, dw): the last two of the three padded spatial dims
@@ -299,7 +299,7 @@ def _conv_bwd(blk, mk, item):
             continue
         like = x if q == 0 else w
         o = desc(blk[C_O0 + q])
-        st = resize_to(o, like[8:24], nd)
+        st = resize_to(o, like[D_SIZES:D_STRIDES], nd)
         if st != OK:
             return st
         _zero(blk[C_SO0 + q], like[3], mk)

@@ -22,7 +22,7 @@ from math import prod
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_SIZES
 from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU,
                                                  channel_epilogue, direct_conv)
 from pyruntime.kernels.fast.deferred import carray, njit
@@ -155,8 +155,8 @@ def conv_typed(block, zero, item):
     x = desc(block[B_X])
     w = desc(block[B_W])
     o = desc(block[B_OUT])
-    nd = x[2]
-    if w[2] != nd or o[2] != nd or (nd != 3 and nd != 4):
+    nd = x[D_NDIM]
+    if w[D_NDIM] != nd or o[D_NDIM] != nd or (nd != 3 and nd != 4):
         return INVALID_ARGUMENT
     N, C, O, Cg = x[8], x[9], w[8], w[9]
     H, KH = (x[10], w[10]) if nd == 4 else (1, 1)
@@ -191,7 +191,7 @@ def conv_typed(block, zero, item):
         st = resize_to(d, (N, O, OH, OW), 4) if nd == 4 else resize_to(d, (N, O, OW), 3)
         if st != OK:
             return st
-        _move(d[0], o[0], N * O * L, zero)
+        _move(d[D_DATA], o[D_DATA], N * O * L, zero)
     return SPLIT_WHOLE if npart != 0 and part == PART_PREP else OK
 
 

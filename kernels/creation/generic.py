@@ -10,6 +10,7 @@ import warnings
 import ml_dtypes
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NUMEL
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.shape.generic import ints, ok, fill_pattern
@@ -79,14 +80,14 @@ def create_kernel(block):
         if st != OK:
             return st
         if op == C_FILL:
-            fill(o[0], elem_size(o[1]), o[3], block[3], 1)
+            fill(o[D_DATA], elem_size(o[D_DTYPE]), o[D_NUMEL], block[3], 1)
         return OK
     n = block[3]
     st = resize_to(o, carray(block, 4)[3:], 1)
     if st != OK:
         return st
-    dp = o[0]
-    dst = o[1]
+    dp = o[D_DATA]
+    dst = o[D_DTYPE]
     kind = block[4]
     if op == C_ARANGE and kind == A_INT:
         for i in range(n):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.elementwise.generic_io import (BUF, B_FILL_T, B_GLU, CH, CNT, P0, SEG, SH,
@@ -61,7 +61,7 @@ def _glu_views(s, dim, w, base):
         w[VD + 64 + i] = s[i]
     w[VD + 8 + dim] = h
     w[VD + 64 + 8 + dim] = h
-    w[VD + 64] = s[0] + h * s[D_STRIDES + dim] * elem_size(s[1])
+    w[VD + 64] = s[D_DATA] + h * s[D_STRIDES + dim] * elem_size(s[D_DTYPE])
     return OK
 
 
@@ -117,18 +117,18 @@ def anyelem_kernel(block):
         a1 = base + (VD + 64) * 8
     elif op == B_FILL_T:
         v = desc(a1)
-        if v[3] != 1:
+        if v[D_NUMEL] != 1:
             return INVALID_ARGUMENT
         st = _check_fill(v, block)
         if st != OK:
             return st
     # broadcast the inputs to out's rank
-    nd = o[2]
+    nd = o[D_NDIM]
     for i in range(nd):
         w[SH + i] = 1
     for k in range(nin):
         d = desc(a0 if k == 0 else (a1 if k == 1 else block[7]))
-        nk = d[2]
+        nk = d[D_NDIM]
         if nk > nd:
             return INVALID_ARGUMENT
         for i in range(nd - nk, nd):
@@ -139,7 +139,7 @@ def anyelem_kernel(block):
     st = resize_to(o, w, nd)
     if st != OK:
         return st
-    total = o[3]
+    total = o[D_NUMEL]
     if total == 0:
         return OK
     for i in range(nd):
@@ -183,14 +183,14 @@ def anyelem_kernel(block):
     s1 = w[STR + 32 + m - 1]
     s2 = w[STR + 48 + m - 1]
     d0 = desc(a0)
-    addr0, st0 = d0[0], d0[1]
+    addr0, st0 = d0[D_DATA], d0[D_DTYPE]
     addr1, st1, addr2, st2 = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
     if nin > 1:
         d1 = desc(a1)
-        addr1, st1 = d1[0], d1[1]
+        addr1, st1 = d1[D_DATA], d1[D_DTYPE]
     if nin > 2:
         d2 = desc(block[7])
-        addr2, st2 = d2[0], d2[1]
+        addr2, st2 = d2[D_DATA], d2[D_DTYPE]
     addrs, sts, strides = (addr0, addr1, addr2), (st0, st1, st2), (s0, s1, s2)
     skip = block[11]
     c32 = fpath and ct == ST_F32
@@ -250,7 +250,7 @@ def anyelem_kernel(block):
                 ternary_rows(op, fx, fy, fz, fr, filled)
             if rdt >= 0:
                 round_chunk(fr, filled, rdt)
-            scatter_chunk(fr, o[0], o[1], w, nseg, so)
+            scatter_chunk(fr, o[D_DATA], o[D_DTYPE], w, nseg, so)
         else:
             gather_inputs(base, np.int64(0), nin, skip, addrs, sts, strides, block, w, nseg,
                           filled)
@@ -264,6 +264,6 @@ def anyelem_kernel(block):
                 ternary_rows(op, ix, iy, iz, ir_, filled)
             if rdt >= 0:
                 wrap_chunk(ir_, filled, rdt)
-            scatter_chunk(ir_, o[0], o[1], w, nseg, so)
+            scatter_chunk(ir_, o[D_DATA], o[D_DTYPE], w, nseg, so)
         done += filled
     return OK

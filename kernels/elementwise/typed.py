@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from pyruntime.cython_ext import Dynamism, from_numpy_dtype
-from pyruntime.cython_ext.abi import D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_STRIDES
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size, index_offset, next_index
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
@@ -120,7 +120,7 @@ def _binary_typed(op, a, b, o, alpha, m, w):
 def _binary_general(op, a, b, o, alpha, m, w):
     """Broadcast and strided operands; ``w``: 64 int64 words of scratch (the block's),
     so that no call allocates."""
-    nd = o[2]
+    nd = o[D_NDIM]
     sizes, sa, sb, idx = w[0:16], w[16:32], w[32:48], w[48:64]
     for i in range(nd):  # broadcast shapes, aligned right
         da, sa[i] = bcast_dim(a, i, nd)
@@ -136,8 +136,8 @@ def _binary_general(op, a, b, o, alpha, m, w):
         return st
     x = ptr_like(a[0], m)
     y = ptr_like(b[0], m)
-    z = ptr_like(o[0], m)
-    n = o[3]
+    z = ptr_like(o[D_DATA], m)
+    n = o[D_NUMEL]
     if n == 0:
         return OK
     fa = a[3] == n and is_contiguous(a)
@@ -178,7 +178,7 @@ def binary_kernel(block):
     a = desc(block[1])
     b = desc(block[2])
     o = desc(block[3])
-    dt = o[1]
+    dt = o[D_DTYPE]
     alpha = bits_to_f64(block[4])
     w = carray(ptr_like(block[5], np.int64(0)), 64)
     if dt == ST_F32:
@@ -322,9 +322,9 @@ def scalar_kernel(block):
     o = desc(block[2])
     s = bits_to_f64(block[3])
     alpha = bits_to_f64(block[4])
-    if o[1] == ST_F32:
+    if o[D_DTYPE] == ST_F32:
         return _scalar_typed(op, a, o, np.float32(s), np.float32(alpha), np.float32(0))
-    if o[1] == ST_F64:
+    if o[D_DTYPE] == ST_F64:
         return _scalar_typed(op, a, o, s, alpha, np.float64(0))
     return NOT_SUPPORTED
 
@@ -507,7 +507,7 @@ def unary_kernel(block):
     lo = bits_to_f64(block[3])
     hi = bits_to_f64(block[4])
     part, npart, least = block[5], block[6], block[7]
-    dt = o[1]
+    dt = o[D_DTYPE]
     if op >= U_FAST:  # (bound on float32 only)
         return _fast_unary(op - U_FAST, a, o, part, npart, least) if dt == ST_F32 \
             else NOT_SUPPORTED

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
@@ -79,9 +79,9 @@ def pred_kernel(block):
     o = desc(block[2])
     si = block[3]
     sf = bits_to_f64(block[4])
-    if o[1] != ST_BOOL:
+    if o[D_DTYPE] != ST_BOOL:
         return NOT_SUPPORTED
-    dt = a[1]
+    dt = a[D_DTYPE]
     if dt == ST_F32:
         return _pred_typed(op, a, o, np.float32(sf), np.float32(0))
     if dt == ST_F64:
@@ -146,13 +146,13 @@ def any_kernel(block):
     d = block[2]  # reduced dim, or -1 for all
     keep = block[3]
     w = scratch(block[4], 16)
-    nd = a[2]
+    nd = a[D_NDIM]
     outer = 1
     n = 1
     inner = 1
     ond = 0
     if d < 0:
-        n = a[3]
+        n = a[D_NUMEL]
     else:
         for i in range(nd):
             s = a[D_SIZES + i]
@@ -217,7 +217,7 @@ W_WORDS = 80
 
 @njit(inline="always")
 def _where_typed(c, a, b, o, w, m):
-    nd = o[2]
+    nd = o[D_NDIM]
     nc, na, nb = c[2], a[2], b[2]
     if nc > nd or na > nd or nb > nd:
         return INVALID_ARGUMENT
@@ -233,7 +233,7 @@ def _where_typed(c, a, b, o, w, m):
     st = resize_to(o, w, nd)
     if st != OK:
         return st
-    n = o[3]
+    n = o[D_NUMEL]
     if n == 0:
         return OK
     cx = flat(c, np.uint8(0))
@@ -281,7 +281,7 @@ def where_kernel(block):
     b = desc(block[2])
     o = desc(block[3])
     w = scratch(block[4], W_WORDS)
-    dt = o[1]
+    dt = o[D_DTYPE]
     if dt == ST_F32:
         return _where_typed(c, a, b, o, w, np.float32(0))
     if dt == ST_F64:
@@ -321,9 +321,9 @@ def fill_kernel(block):
         st = resize_like(o, desc(src))
         if st != OK:
             return st
-    elif o[2] != 0:
+    elif o[D_NDIM] != 0:
         return NOT_SUPPORTED
-    dt = o[1]
+    dt = o[D_DTYPE]
     if dt == ST_F32:
         return _fill_typed(o, np.float32(vf), np.float32(0))
     if dt == ST_F64:
@@ -380,7 +380,7 @@ def bind_scalar_tensor(ctx, s, out):
 
 @njit(inline="always")
 def _put_typed(x, ix, v, o, k, w, m):
-    nd = x[2]
+    nd = x[D_NDIM]
     nv = v[2]
     n = x[D_SIZES + k]
     cnt = ix[3]
@@ -404,8 +404,8 @@ def _put_typed(x, ix, v, o, k, w, m):
     xs = flat(x, m)
     vs = flat(v, m)
     z = flat(o, m)
-    total = x[3]
-    if o[0] != x[0]:
+    total = x[D_NUMEL]
+    if o[0] != x[D_DATA]:
         for i in range(total):
             z[i] = xs[i]
     if total == 0 or cnt == 0:

@@ -7,13 +7,13 @@ operand lacks, or has of size 1, repeats (size 1, stride 0). ``index_offset`` an
 from __future__ import annotations
 
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_NDIM, D_SIZES, D_STRIDES
 
 
 @njit(inline="always")
 def bcast_dim(d, i, nd):
     """(size, element stride) of ``d``'s dim under dim ``i`` of an ``nd``-dim result."""
-    j = i - (nd - d[2])
+    j = i - (nd - d[D_NDIM])
     if j < 0:
         return 1, 0
     s = d[D_SIZES + j]
@@ -32,7 +32,7 @@ def bcast_size(s, d):
 def index_offset(idx, d):
     """Element offset in ``d`` of the multi-index ``idx[:d[2]]``."""
     p = 0
-    for i in range(d[2]):
+    for i in range(d[D_NDIM]):
         p += idx[i] * d[D_STRIDES + i]
     return p
 
@@ -40,7 +40,7 @@ def index_offset(idx, d):
 @njit(inline="always")
 def next_index(idx, d):
     """Steps ``idx`` to the next multi-index of ``d``'s sizes, last dim fastest."""
-    for i in range(d[2] - 1, -1, -1):
+    for i in range(d[D_NDIM] - 1, -1, -1):
         idx[i] += 1
         if idx[i] < d[D_SIZES + i]:
             return

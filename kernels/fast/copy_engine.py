@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, desc, ptr_like, resize_to
 
@@ -25,7 +25,7 @@ def expand_view(a, want, at, n, dst, size_at, stride_at):
     """``a`` broadcast to the ``n`` sizes ``want[at:at + n]`` (-1 keeps a dim): sizes to
     ``dst[size_at:]``, strides to ``dst[stride_at:]`` (0 for new leading dims and expanded
     size-1 dims); False if ``a`` does not broadcast to them."""
-    lead = n - a[2]
+    lead = n - a[D_NDIM]
     if lead < 0:
         return False
     for i in range(n):
@@ -73,10 +73,10 @@ def view_sizes(block, first, n, numel, w):
 @njit(inline="always")
 def resize_with(o, a, d, size, w):
     """Resize ``o`` to ``a``'s sizes but ``size`` at dim ``d`` (through ``w[W_OUT:]``); a status."""
-    for i in range(a[2]):
+    for i in range(a[D_NDIM]):
         w[W_OUT + i] = a[D_SIZES + i]
     w[W_OUT + d] = size
-    return resize_to(o, w[W_OUT:], a[2])
+    return resize_to(o, w[W_OUT:], a[D_NDIM])
 
 
 @njit
@@ -89,9 +89,9 @@ def join_out(block, at, n, o, d, w, stack):
     total = 0
     for k in range(n):
         a = desc(block[at + k])
-        if not stack and a[2] == 1 and a[3] == 0:
+        if not stack and a[D_NDIM] == 1 and a[D_NUMEL] == 0:
             continue  # cat skips legacy empty tensors whatever their rank
-        if a[2] != na:
+        if a[D_NDIM] != na:
             return INVALID_ARGUMENT
         if first:
             first = False

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_SS, W_SZ, advance,
                                                 copy_element, copy_simplified, simplify, start)
 from pyruntime.kernels.fast.deferred import njit
@@ -86,12 +86,12 @@ def move_simplified(sp, sst, dp, dst, w, nr, acc):
 @njit
 def copy_all(a, o, w):
     """o = a, same sizes, any dim orders and (convertible) dtypes."""
-    nd = a[2]
+    nd = a[D_NDIM]
     for i in range(nd):
         w[W_SZ + i] = a[D_SIZES + i]
         w[W_SS + i] = a[D_STRIDES + i]
         w[W_DS + i] = o[D_STRIDES + i]
-    move_simplified(a[0], a[1], o[0], o[1], w, simplify(w, nd), 0)
+    move_simplified(a[D_DATA], a[D_DTYPE], o[D_DATA], o[D_DTYPE], w, simplify(w, nd), 0)
 
 
 @njit(inline="always")

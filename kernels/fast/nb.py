@@ -10,7 +10,7 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import numpy as np
-from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_CAP, D_DIMORDER, D_DYN, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, overload, types
 from pyruntime.kernels.fast.jit import compile_kernel, lazy  # noqa: F401 - binders' imports
 
@@ -76,9 +76,9 @@ def flat_cap(d, marker):
 
 @njit(inline="always")
 def is_contiguous(d):
-    if d[3] == 0:
+    if d[D_NUMEL] == 0:
         return True  # no elements: any layout is contiguous
-    nd = d[2]
+    nd = d[D_NDIM]
     s = 1
     for i in range(nd - 1, -1, -1):
         if d[D_SIZES + i] != 1 and d[D_STRIDES + i] != s:
@@ -89,7 +89,7 @@ def is_contiguous(d):
 
 @njit(inline="always")
 def set_strides(d):
-    nd = d[2]
+    nd = d[D_NDIM]
     s = 1
     for k in range(nd - 1, -1, -1):
         dim = d[D_DIMORDER + k]
@@ -101,7 +101,7 @@ def set_strides(d):
 @njit(inline="always")
 def resize_to(d, sizes, nd):
     """Resize out descriptor ``d`` to ``sizes[:nd]``; returns a status code."""
-    if nd != d[2]:
+    if nd != d[D_NDIM]:
         return NOT_SUPPORTED
     same = True
     numel = 1
@@ -111,11 +111,11 @@ def resize_to(d, sizes, nd):
             same = False
     if same:
         return OK
-    if d[5] == 0 or numel > d[4]:
+    if d[D_DYN] == 0 or numel > d[D_CAP]:
         return NOT_SUPPORTED
     for i in range(nd):
         d[D_SIZES + i] = sizes[i]
-    d[3] = numel
+    d[D_NUMEL] = numel
     set_strides(d)
     return OK
 
@@ -131,8 +131,8 @@ def resize_both(a, b, sizes, nd):
 
 @njit(inline="always")
 def same_shape(a, b):
-    nd = a[2]
-    if nd != b[2]:
+    nd = a[D_NDIM]
+    if nd != b[D_NDIM]:
         return False
     for i in range(nd):
         if a[D_SIZES + i] != b[D_SIZES + i]:
@@ -145,12 +145,12 @@ def resize_like(d, src):
     """Resize ``d`` to ``src``'s sizes without allocating (the common, hot case)."""
     if same_shape(d, src):
         return OK
-    nd = src[2]
-    if nd != d[2] or d[5] == 0 or src[3] > d[4]:
+    nd = src[D_NDIM]
+    if nd != d[D_NDIM] or d[D_DYN] == 0 or src[D_NUMEL] > d[D_CAP]:
         return NOT_SUPPORTED
     for i in range(nd):
         d[D_SIZES + i] = src[D_SIZES + i]
-    d[3] = src[3]
+    d[D_NUMEL] = src[D_NUMEL]
     set_strides(d)
     return OK
 

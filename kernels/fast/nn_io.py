@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import (D_CAP, D_DATA, D_DIMORDER, D_DTYPE, D_DYN, D_NDIM, D_NUMEL,
+                                      D_SIZES, D_STRIDES)
 from pyruntime.kernels.fast.deferred import njit, overload, types
 from pyruntime.kernels.fast.nb import (OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
                                        ST_I8, ST_U8, bits_to_f64, cast_like, f32_from_bits,
@@ -22,11 +23,11 @@ FAKE_WORDS = 10 * 64  # up to 8 made-up descriptors, a small int scratch, a conv
 @njit(inline="always")
 def _walk(d):
     """(rows, inner, inner stride): d's elements as rows along its last dim."""
-    nd = d[2]
+    nd = d[D_NDIM]
     if nd == 0:
         return 1, 1, 0
     inner = d[D_SIZES + nd - 1]
-    return (d[3] // inner if inner else 0), inner, d[D_STRIDES + nd - 1]
+    return (d[D_NUMEL] // inner if inner else 0), inner, d[D_STRIDES + nd - 1]
 
 
 @njit(inline="always")
@@ -197,13 +198,13 @@ def wrap(addr, n, ct):
 @njit(inline="always")
 def fake_desc(f, d, addr, st, cap):
     """Make ``f`` a contiguous dynamic-bound descriptor with ``d``'s sizes over ``addr``."""
-    nd = d[2]
-    f[0] = addr
-    f[1] = st
-    f[2] = nd
-    f[3] = d[3]
-    f[4] = cap
-    f[5] = 1
+    nd = d[D_NDIM]
+    f[D_DATA] = addr
+    f[D_DTYPE] = st
+    f[D_NDIM] = nd
+    f[D_NUMEL] = d[D_NUMEL]
+    f[D_CAP] = cap
+    f[D_DYN] = 1
     for i in range(nd):
         f[D_SIZES + i] = d[D_SIZES + i]
         f[D_DIMORDER + i] = i
@@ -213,7 +214,7 @@ def fake_desc(f, d, addr, st, cap):
 @njit(inline="always")
 def finish(src_addr, fake, o, mk, isint):
     """Resize out ``o`` like the computed ``fake`` and scatter into it."""
-    st = resize_to(o, fake[8:24], fake[2])
+    st = resize_to(o, fake[D_SIZES:D_STRIDES], fake[D_NDIM])
     if st != OK:
         return st
     scatter_compute(src_addr, o, mk, isint)

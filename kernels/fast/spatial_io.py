@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (ST_BF16, ST_F16, ST_F32, ST_F64, ST_U8, f32_from_bits,
                                        f64_to_bf16, f64_to_half, half_to_f64, is_contiguous,
@@ -88,7 +88,7 @@ def r32(v, lp):
 @njit(inline="always")
 def plane_count(d):
     n = 1
-    for i in range(d[2] - 2):
+    for i in range(d[D_NDIM] - 2):
         n *= d[D_SIZES + i]
     return n
 
@@ -96,7 +96,7 @@ def plane_count(d):
 @njit(inline="always")
 def resize_hw(x, o, oh, ow, sc):
     """Resize ``o`` to x's leading dims + (oh, ow)."""
-    nd = x[2]
+    nd = x[D_NDIM]
     for i in range(nd - 2):
         sc[i] = x[D_SIZES + i]
     sc[nd - 2] = oh
@@ -121,15 +121,15 @@ def plane_offsets(d, P):
 @njit(inline="always")
 def _planes_outer(x):
     """Visit plane by plane unless planes interleave (channels-last): then pixel by pixel."""
-    nd = x[2]
+    nd = x[D_NDIM]
     return nd < 3 or x[D_STRIDES + nd - 3] >= x[D_STRIDES + nd - 1]
 
 
 @njit(inline="always")
 def hw_view(d):
     """(data address, scalar type, row stride, column stride) of ``d``'s last two dims."""
-    nd = d[2]
-    return d[0], d[1], d[D_STRIDES + nd - 2], d[D_STRIDES + nd - 1]
+    nd = d[D_NDIM]
+    return d[D_DATA], d[D_DTYPE], d[D_STRIDES + nd - 2], d[D_STRIDES + nd - 1]
 
 
 @njit

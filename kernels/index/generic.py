@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, simplify
 from pyruntime.kernels.fast.deferred import njit
@@ -65,7 +65,7 @@ def _adv(block, w):
     p = block[8]
     x0 = block[9]
     neg = block[10]
-    xnd = x[2]
+    xnd = x[D_NDIM]
     if mode != M_INDEX:
         st = resize_like(o, x)
         if st != OK:
@@ -89,16 +89,16 @@ def _adv(block, w):
         m = block[b + 3]
         iw = A_IT + A_IT_WORDS * k
         if kind == IT_MASK:
-            if t[2] != m:
+            if t[D_NDIM] != m:
                 return INVALID_ARGUMENT
             for i in range(m):
                 if t[D_SIZES + i] != w[A_X + d + i]:
                     return INVALID_ARGUMENT
             pos = block[b + 4]
             cnt = 0
-            u8 = ptr_like(t[0], np.uint8(0))
+            u8 = ptr_like(t[D_DATA], np.uint8(0))
             dense = is_contiguous(t)
-            for q in range(t[3]):
+            for q in range(t[D_NUMEL]):
                 if u8[q if dense else offset_of(t, q)] != 0:
                     w[pos + cnt] = q
                     cnt += 1
@@ -107,10 +107,11 @@ def _adv(block, w):
         elif kind == IT_FLAT:
             r = 1
         else:
-            r = t[2]
+            r = t[D_NDIM]
         for i in range(r):
             j = nb - r + i
-            sz = w[iw + 16] if kind == IT_MASK else (t[3] if kind == IT_FLAT else t[D_SIZES + i])
+            sz = (w[iw + 16] if kind == IT_MASK
+                  else t[D_NUMEL] if kind == IT_FLAT else t[D_SIZES + i])
             if sz != 1:
                 if w[A_B + j] == 1:
                     w[A_B + j] = sz
@@ -124,7 +125,7 @@ def _adv(block, w):
                     if t[D_SIZES + i] != 1:
                         w[iw + j] = t[D_STRIDES + i]
                 else:
-                    sz = w[iw + 16] if kind == IT_MASK else t[3]
+                    sz = w[iw + 16] if kind == IT_MASK else t[D_NUMEL]
                     if sz != 1:
                         w[iw + j] = 1
     nbel = 1
@@ -137,7 +138,7 @@ def _adv(block, w):
                 continue
             t = desc(block[b + 1])
             n = w[A_X + block[b + 2]]
-            for q in range(t[3]):
+            for q in range(t[D_NUMEL]):
                 v = index_at(t, q)
                 if v >= n or v < (-n if neg != 0 else 0):
                     return INVALID_ARGUMENT
@@ -157,14 +158,14 @@ def _adv(block, w):
         w[A_R + r] = w[A_X + w[A_SL + (r if r < p else r - nb)]] if r < p or r >= p + nb \
             else w[A_B + r - p]
     if mode == M_INDEX:
-        if o[2] == nr:
+        if o[D_NDIM] == nr:
             st = resize_to(o, w[A_R:], nr)
             if st != OK:
                 return st
             for r in range(nr):
                 w[A_VS + r] = o[D_STRIDES + r]
         else:  # a rank-0 out of a rank-0 self (index_select): one element
-            if nr - o[2] != 1 or w[A_R] != 1:
+            if nr - o[D_NDIM] != 1 or w[A_R] != 1:
                 return INVALID_ARGUMENT
             w[A_VS] = 0
     else:
@@ -182,7 +183,7 @@ def _adv(block, w):
                 if sz != w[A_R + r]:
                     return INVALID_ARGUMENT
                 w[A_VS + r] = v[D_STRIDES + i]
-        if o[0] != x[0]:
+        if o[D_DATA] != x[D_DATA]:
             copy_all(x, o, w)
     # the block moved per broadcast position: the sliced dims
     for q in range(nsl):
@@ -200,8 +201,8 @@ def _adv(block, w):
         return OK
     for j in range(nb):
         w[A_RB + j] = w[A_VS + p + j]
-    xs = elem_size(x[1])
-    os_ = elem_size(o[1])
+    xs = elem_size(x[D_DTYPE])
+    os_ = elem_size(o[D_DTYPE])
     for bi in range(nbel):
         rem = bi
         for j in range(nb - 1, -1, -1):
@@ -233,11 +234,12 @@ def _adv(block, w):
                     v += w[A_X + d]
                 xoff += v * w[A_XS + d]
         if mode == M_INDEX:
-            move_simplified(x[0] + xoff * xs, x[1], o[0] + roff * os_, o[1], w, ns, 0)
+            move_simplified(x[D_DATA] + xoff * xs, x[D_DTYPE], o[D_DATA] + roff * os_, o[D_DTYPE],
+                            w, ns, 0)
         else:
             v = desc(block[2])
-            move_simplified(v[0] + roff * elem_size(v[1]), v[1], o[0] + xoff * os_, o[1], w,
-                            ns, 1 if mode == M_ACC else 0)
+            move_simplified(v[D_DATA] + roff * elem_size(v[D_DTYPE]), v[D_DTYPE],
+                            o[D_DATA] + xoff * os_, o[D_DTYPE], w, ns, 1 if mode == M_ACC else 0)
     return OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.copy_engine import W_DS, W_SS, W_SZ, clamp_bound, simplify
 from pyruntime.kernels.fast.deferred import njit
@@ -26,8 +26,8 @@ GS_WORDS = E + 84
 
 @njit
 def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
-    nd = ix[2]
-    xnd = x[2]
+    nd = ix[D_NDIM]
+    xnd = x[D_NDIM]
     n = x[D_SIZES + d] if xnd > 0 else 1
     xsd = x[D_STRIDES + d] if xnd > 0 else 0
     for i in range(nd):
@@ -37,12 +37,12 @@ def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
         if op == OP_SCATTER or op == OP_SCATTER_ADD:
             if sz > s[D_SIZES + i]:
                 return INVALID_ARGUMENT
-    for k in range(ix[3]):  # validate every index before writing anything
+    for k in range(ix[D_NUMEL]):  # validate every index before writing anything
         v = index_at(ix, k)
         if v < 0 or v >= n:
             return INVALID_ARGUMENT
     if op == OP_GATHER:
-        st = resize_to(o, ix[8:], nd)
+        st = resize_to(o, ix[D_SIZES:], nd)
         if st != OK:
             return st
         osd = 0
@@ -50,7 +50,7 @@ def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
         st = resize_like(o, x)
         if st != OK:
             return st
-        if o[0] != x[0]:
+        if o[D_DATA] != x[D_DATA]:
             copy_all(x, o, w)
         osd = o[D_STRIDES + d] if xnd > 0 else 0
     for i in range(nd):
@@ -67,16 +67,16 @@ def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
     last = max(nd, 1) - 1
     sd = xsd if op == OP_GATHER else osd
     a = x if op == OP_GATHER else s
-    if (op == OP_GATHER or op == OP_SCATTER) and a[1] == o[1]:
-        es = elem_size(o[1])
+    if (op == OP_GATHER or op == OP_SCATTER) and a[1] == o[D_DTYPE]:
+        es = elem_size(o[D_DTYPE])
         if es == 4:
-            _gs_bits(op, ix, a[0], o[0], w, rows, ln, last, sd, np.uint32(0))
+            _gs_bits(op, ix, a[0], o[D_DATA], w, rows, ln, last, sd, np.uint32(0))
         elif es == 8:
-            _gs_bits(op, ix, a[0], o[0], w, rows, ln, last, sd, np.uint64(0))
+            _gs_bits(op, ix, a[0], o[D_DATA], w, rows, ln, last, sd, np.uint64(0))
         elif es == 2:
-            _gs_bits(op, ix, a[0], o[0], w, rows, ln, last, sd, np.uint16(0))
+            _gs_bits(op, ix, a[0], o[D_DATA], w, rows, ln, last, sd, np.uint16(0))
         else:
-            _gs_bits(op, ix, a[0], o[0], w, rows, ln, last, sd, np.uint8(0))
+            _gs_bits(op, ix, a[0], o[D_DATA], w, rows, ln, last, sd, np.uint8(0))
         return OK
     s0 = w[E + 16 + last]
     s1 = w[E + 32 + last]
@@ -90,15 +90,15 @@ def _gather_scatter(op, x, ix, s, o, w, d, vf, vi):
             p1 = b1 + j * s1
             p2 = b2 + j * s2
             if op == OP_GATHER:
-                move(x[0], x[1], p1 + v * xsd, o[0], o[1], p2)
+                move(x[D_DATA], x[D_DTYPE], p1 + v * xsd, o[D_DATA], o[D_DTYPE], p2)
             elif op == OP_SCATTER:
-                move(s[0], s[1], p2, o[0], o[1], p1 + v * osd)
+                move(s[D_DATA], s[D_DTYPE], p2, o[D_DATA], o[D_DTYPE], p1 + v * osd)
             elif op == OP_SCATTER_ADD:
-                add_element(s[0], s[1], p2, o[0], o[1], p1 + v * osd)
-            elif is_float_st(o[1]):
-                store_f64(o[0], o[1], p1 + v * osd, vf)
+                add_element(s[D_DATA], s[D_DTYPE], p2, o[D_DATA], o[D_DTYPE], p1 + v * osd)
+            elif is_float_st(o[D_DTYPE]):
+                store_f64(o[D_DATA], o[D_DTYPE], p1 + v * osd, vf)
             else:
-                store_i64(o[0], o[1], p1 + v * osd, vi)
+                store_i64(o[D_DATA], o[D_DTYPE], p1 + v * osd, vi)
         next_row(w, last)
     return OK
 
@@ -132,7 +132,7 @@ def _region(op, x, s, o, w, d, start, end, step):
     st = resize_like(o, x)
     if st != OK:
         return st
-    nd = x[2]
+    nd = x[D_NDIM]
     n = x[D_SIZES + d]
     cnt = 0
     if op == OP_SELECT_SCATTER:
@@ -146,7 +146,7 @@ def _region(op, x, s, o, w, d, start, end, step):
         cnt = (b - a + step - 1) // step if b > a else 0
         base = a * o[D_STRIDES + d]
         rnd = nd
-    if s[2] != rnd:
+    if s[D_NDIM] != rnd:
         return INVALID_ARGUMENT
     r = 0
     for i in range(nd):
@@ -156,7 +156,7 @@ def _region(op, x, s, o, w, d, start, end, step):
         if s[D_SIZES + r] != want:
             return INVALID_ARGUMENT
         r += 1
-    if o[0] != x[0]:
+    if o[D_DATA] != x[D_DATA]:
         copy_all(x, o, w)
     r = 0
     for i in range(nd):
@@ -166,8 +166,9 @@ def _region(op, x, s, o, w, d, start, end, step):
         w[W_SS + r] = s[D_STRIDES + r]
         w[W_DS + r] = o[D_STRIDES + i] * (step if i == d else 1)
         r += 1
-    es = elem_size(o[1])
-    move_simplified(s[0], s[1], o[0] + base * es, o[1], w, simplify(w, rnd), 0)
+    es = elem_size(o[D_DTYPE])
+    move_simplified(s[D_DATA], s[D_DTYPE], o[D_DATA] + base * es, o[D_DTYPE], w,
+                    simplify(w, rnd), 0)
     return OK
 
 

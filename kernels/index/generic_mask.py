@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.index_io import ALL, E, MASK, R_OFF, move, next_row, start_rows
@@ -30,8 +30,8 @@ def _nonzero_at(a, q):
 
 @njit
 def _masked(op, a, mk, src, o, w):
-    na = a[2]
-    nm = mk[2]
+    na = a[D_NDIM]
+    nm = mk[D_NDIM]
     nd = max(na, nm) if op != K_NONZERO else na
     total = 1
     for i in range(nd):
@@ -47,7 +47,7 @@ def _masked(op, a, mk, src, o, w):
         w[E + 48 + i] = 0
         w[E + 64 + i] = 0
         total *= w[E + i]
-    m8 = ptr_like(mk[0], np.uint8(0))
+    m8 = ptr_like(mk[D_DATA], np.uint8(0))
     rows, ln = start_rows(w, nd)
     last = max(nd, 1) - 1
     s0 = w[E + 16 + last]
@@ -91,18 +91,18 @@ def _masked(op, a, mk, src, o, w):
             if op == K_NONZERO:
                 if _nonzero_at(a, p0):
                     for i in range(nd):
-                        store_i64(o[0], o[1], q * o[24] + i * o[25],
+                        store_i64(o[D_DATA], o[D_DTYPE], q * o[24] + i * o[25],
                                   j if i == last else w[E + 64 + i])
                     q += 1
             elif m8[b1 + j * s1] != 0:
                 if op == K_SELECT:
-                    move(a[0], a[1], p0, o[0], o[1], q * o[24])
+                    move(a[D_DATA], a[D_DTYPE], p0, o[D_DATA], o[D_DTYPE], q * o[24])
                 else:
-                    move(src[0], src[1], q if dense else offset_of(src, q), o[0], o[1],
+                    move(src[0], src[1], q if dense else offset_of(src, q), o[D_DATA], o[D_DTYPE],
                           b2 + j * s2)
                 q += 1
             elif op == K_SCATTER:
-                move(a[0], a[1], p0, o[0], o[1], b2 + j * s2)
+                move(a[D_DATA], a[D_DTYPE], p0, o[D_DATA], o[D_DTYPE], b2 + j * s2)
         next_row(w, last)
     return OK
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.index.generic_gather import wrap_dim
@@ -62,7 +62,7 @@ def _sift_down(w, h, k, size, i, largest):
 
 @njit
 def _topk(a, ov, oi, w, k, d, largest):
-    nd = a[2]
+    nd = a[D_NDIM]
     n = a[D_SIZES + d] if nd > 0 else 1
     sd = a[D_STRIDES + d] if nd > 0 else 0
     if k > n or (nd == 0 and k != 1):
@@ -125,8 +125,8 @@ def _topk(a, ov, oi, w, k, d, largest):
             _sift_down(w, h, k, size, 0, largest)
         for j in range(k):
             q = w[h + k + j]
-            move(a[0], a[1], pa + q * sd, ov[0], ov[1], pv + j * vd)
-            store_i64(oi[0], oi[1], pi + j * idd, q)
+            move(a[D_DATA], a[D_DTYPE], pa + q * sd, ov[D_DATA], ov[D_DTYPE], pv + j * vd)
+            store_i64(oi[D_DATA], oi[D_DTYPE], pi + j * idd, q)
         next_row(w, m)
     return OK
 

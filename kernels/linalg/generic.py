@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext import from_numpy_dtype, to_numpy_dtype
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.blas import matmul_strided
 from pyruntime.kernels.fast.deferred import njit, overload, types
 from pyruntime.kernels.fast.nn_io import SUPPORTED, cv, gather_compute, scal, scatter_compute, wrap
@@ -165,27 +165,27 @@ def _mm_run(block, mk, item):
     sz = scratch(block[M_INTS], 16)
     nb = 1
     if op == OP_BMM:
-        if a[2] != 3 or b[2] != 3 or a[8] != b[8] or a[10] != b[9]:
+        if a[D_NDIM] != 3 or b[D_NDIM] != 3 or a[8] != b[8] or a[10] != b[9]:
             return INVALID_ARGUMENT
         nb, m, k, n = a[8], a[9], a[10], b[10]
         sz[0], sz[1], sz[2] = nb, m, n
         onr = 3
     elif op == OP_LINEAR:  # input (..., k) @ weight (n, k).T, or @ weight (k,)
-        nd = a[2]
+        nd = a[D_NDIM]
         k = a[D_SIZES + nd - 1]
-        n = b[8] if b[2] == 2 else 1
-        if b[D_SIZES + b[2] - 1] != k:
+        n = b[8] if b[D_NDIM] == 2 else 1
+        if b[D_SIZES + b[D_NDIM] - 1] != k:
             return INVALID_ARGUMENT
         m = 1
         for i in range(nd - 1):
             sz[i] = a[D_SIZES + i]
             m *= a[D_SIZES + i]
         onr = nd - 1
-        if b[2] == 2:
+        if b[D_NDIM] == 2:
             sz[nd - 1] = n
             onr = nd
     else:
-        if a[2] != 2 or b[2] != 2 or a[9] != b[8]:
+        if a[D_NDIM] != 2 or b[D_NDIM] != 2 or a[9] != b[8]:
             return INVALID_ARGUMENT
         m, k, n = a[8], a[9], b[9]
         sz[0], sz[1] = m, n
@@ -195,7 +195,7 @@ def _mm_run(block, mk, item):
     srs = scs = 0
     if bmode:  # the bias / self broadcast over (m, n): rank <= 2, checked at bind
         s = desc(block[M_S])
-        r = s[2]
+        r = s[D_NDIM]
         sm = s[8] if r == 2 else 1
         sn = s[D_SIZES + r - 1] if r >= 1 else 1
         if (sm != 1 and sm != m) or (sn != 1 and sn != n):
@@ -205,7 +205,7 @@ def _mm_run(block, mk, item):
     st = resize_to(o, sz, onr)
     if st != OK:
         return st
-    if o[3] == 0:
+    if o[D_NUMEL] == 0:
         return OK
     pa, pb, pc = block[M_SA], block[M_SB], block[M_SC]
     gather_compute(pa, a, mk)

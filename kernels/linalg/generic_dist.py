@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import ldx, stx
@@ -54,7 +54,7 @@ def _sqnorm(a, ab, at, M):
 
 @njit
 def _cdist(a, b, o, p, mode, sc):
-    na, nb, no = a[2], b[2], o[2]
+    na, nb, no = a[D_NDIM], b[D_NDIM], o[D_NDIM]
     P, M = a[D_SIZES + na - 2], a[D_SIZES + na - 1]
     R = b[D_SIZES + nb - 2]
     if b[D_SIZES + nb - 1] != M or no != max(na, nb):
@@ -105,12 +105,13 @@ def _cdist(a, b, o, p, mode, sc):
                 if use_mm:  # ATen's _euclidean_dist: |a|^2 + |b|^2 - 2 a.b, clamped at zero
                     dot = 0.0
                     for m in range(M):
-                        dot += ldx(a[0], a[1], ao + i * ap + m * am) * ldx(
-                            b[0], b[1], bo + j * bp + m * bm)
+                        dot += ldx(a[D_DATA], a[D_DTYPE], ao + i * ap + m * am) * ldx(
+                            b[D_DATA], b[D_DTYPE], bo + j * bp + m * bm)
                     v = math.sqrt(max(an[i] + bn[j] - 2 * dot, 0.0))
                 else:
                     v = _pnorm(a, ao + i * ap, am, b, bo + j * bp, bm, M, p)
-                stx(o[0], o[1], oo + i * o[D_STRIDES + nbt] + j * o[D_STRIDES + nbt + 1], v)
+                stx(o[D_DATA], o[D_DTYPE],
+                    oo + i * o[D_STRIDES + nbt] + j * o[D_STRIDES + nbt + 1], v)
     return OK
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, bits_to_f64, desc, lazy, ptr_like, resize_to)
@@ -40,7 +40,7 @@ SPLIT_MACS = 1 << 19  # multiply-adds below which a product is not split
 def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1, c0, c1):
     """Rows [r0, r1), columns [c0, c1) of out (m x n, contiguous) = out * alpha + s * beta
     (just out + s unless ``scaled``), ``s`` rank <= 2 broadcast. Returns a status."""
-    r = s[2]
+    r = s[D_NDIM]
     sm, rs = (s[8], s[24]) if r == 2 else (1, 0)
     sn = s[D_SIZES + r - 1] if r >= 1 else 1
     cs = s[D_STRIDES + r - 1] if r >= 1 else 0
@@ -48,7 +48,7 @@ def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1, c0, c1):
         return INVALID_ARGUMENT
     rs = rs if sm != 1 else 0
     cs = cs if sn != 1 else 0
-    x = ptr_like(s[0], mk)
+    x = ptr_like(s[D_DATA], mk)
     z = ptr_like(o[0], mk)
     for i in range(r0, r1):
         for j in range(c0, c1):
@@ -67,14 +67,14 @@ def _matmul(block, alpha, beta, mk, item):
     o = desc(block[K_O])
     nb = 1
     if op == OP_BMM:
-        if a[2] != 3 or b[2] != 3 or a[8] != b[8] or a[10] != b[9]:
+        if a[D_NDIM] != 3 or b[D_NDIM] != 3 or a[8] != b[8] or a[10] != b[9]:
             return INVALID_ARGUMENT
         nb, m, k, n = a[8], a[9], a[10], b[10]
         st = resize_to(o, (nb, m, n), 3)
         ars, acs, brs, bcs = a[25], a[26], b[25], b[26]
     elif op == OP_LINEAR:  # input (..., k) @ weight(n, k).T + bias
-        nd = a[2]
-        if nd < 1 or b[2] != 2 or a[D_SIZES + nd - 1] != b[9] or o[2] != nd:
+        nd = a[D_NDIM]
+        if nd < 1 or b[D_NDIM] != 2 or a[D_SIZES + nd - 1] != b[9] or o[D_NDIM] != nd:
             return INVALID_ARGUMENT
         k, n = b[9], b[8]
         m = 1
@@ -87,7 +87,7 @@ def _matmul(block, alpha, beta, mk, item):
         # a rank-2 input may be transposed; higher ranks are contiguous (checked at bind)
         ars, acs, brs, bcs = (a[24] if nd == 2 else k), a[D_STRIDES + nd - 1], b[25], b[24]
     else:  # mm / addmm
-        if a[2] != 2 or b[2] != 2 or a[9] != b[8]:
+        if a[D_NDIM] != 2 or b[D_NDIM] != 2 or a[9] != b[8]:
             return INVALID_ARGUMENT
         m, k, n = a[8], a[9], b[9]
         st = resize_to(o, (m, n), 2)
@@ -117,20 +117,20 @@ def _matmul(block, alpha, beta, mk, item):
         return OK
     need = gemm_scratch(r1 - r0, c1 - c0, k)
     if need <= block[K_SCRN]:
-        scr = carray(ptr_like(block[K_SCR] if block[K_SCR] else o[0], mk), max(need, 1))
+        scr = carray(ptr_like(block[K_SCR] if block[K_SCR] else o[D_DATA], mk), max(need, 1))
     else:  # sizes over the bind-time bound: allocate
         scr = np.empty(need, type(mk))
     for i in range(nb):  # (a packed B is never batched)
-        ordered_gemm(r1 - r0, c1 - c0, k, a[0] + (i * a[24] + r0 * ars) * item, ars, acs,
-                     b[0] + (i * b[24] + c0 * bcs) * item, brs, bcs,
-                     o[0] + ((i * m + r0) * n + c0) * item, n, scr, mk, item, pw, pwk,
+        ordered_gemm(r1 - r0, c1 - c0, k, a[D_DATA] + (i * a[24] + r0 * ars) * item, ars, acs,
+                     b[D_DATA] + (i * b[24] + c0 * bcs) * item, brs, bcs,
+                     o[D_DATA] + ((i * m + r0) * n + c0) * item, n, scr, mk, item, pw, pwk,
                      block[K_FMA])
     if op == OP_LINEAR and block[K_S] != 0:
         st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, False, mk, r0, r1, c0, c1)
     elif op == OP_ADDMM and beta != 0:  # beta == 0 ignores self (NaN/inf do not propagate)
         st = _add_bias(o, desc(block[K_S]), m, n, alpha, beta, True, mk, r0, r1, c0, c1)
     elif op == OP_ADDMM and alpha != 1:
-        z = ptr_like(o[0], mk)
+        z = ptr_like(o[D_DATA], mk)
         for i in range(r0, r1):
             for j in range(c0, c1):
                 z[i * n + j] = z[i * n + j] * alpha

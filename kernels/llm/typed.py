@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.llm.typed_attention import fits as few_rows_fits_py
@@ -241,7 +241,7 @@ def attn_span(mask_addr, q, S, kv, start):
     attend): -1 positions for a mask that is not (S, kv) or S rows from ``start`` past kv."""
     if mask_addr != 0:
         m = desc(mask_addr)
-        return m, kv if m[2] == 2 and m[8] == S and m[9] == kv else -1
+        return m, kv if m[D_NDIM] == 2 and m[8] == S and m[9] == kv else -1
     return q, start + S if start >= 0 and start + S <= kv else -1
 
 
@@ -264,7 +264,7 @@ def _sdpa(blk, q, k, v, o, start):
         return INVALID_ARGUMENT  # 1 / sqrt(0)
     else:
         scale = np.float32(1.0 / math.sqrt(D))
-    st = resize_to(o, q[8:12], 4)
+    st = resize_to(o, q[D_SIZES:D_SIZES + 4], 4)
     if st != OK:
         return st
     if nb * S * hq == 0:
@@ -335,20 +335,20 @@ def _hadamard(x, o, st, buf, cap):
     s = resize_like(o, x)
     if s != OK:
         return s
-    nd = x[2]
+    nd = x[D_NDIM]
     n = x[D_SIZES + nd - 1] if nd else 1
     if n & (n - 1):
         return NOT_IMPLEMENTED  # 28 * 2**k sizes are not carried (nor by the reference)
-    if x[3] == 0:
+    if x[D_NUMEL] == 0:
         return OK
     row = carray(ptr_like(buf, np.float32(0)), n) if n <= cap else np.empty(n, np.float32)
     xc = is_contiguous(x)
     oc = is_contiguous(o)
     norm = np.float32(1.0 / math.sqrt(n))
-    for r in range(x[3] // n):
+    for r in range(x[D_NUMEL] // n):
         k0 = r * n
         for j in range(n):
-            row[j] = np.float32(load_f64(x[0], st, k0 + j if xc else offset_of(x, k0 + j)))
+            row[j] = np.float32(load_f64(x[D_DATA], st, k0 + j if xc else offset_of(x, k0 + j)))
         h = 1
         while h < n:  # butterflies (i, i + h) -> (a + b, a - b), in float32
             for blk in range(0, n, 2 * h):

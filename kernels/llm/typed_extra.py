@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.cython_ext.errors import ExecuTorchError
 from pyruntime.kernels.llm import reference_extra as ref
 from pyruntime.kernels.fast import register_fast
@@ -96,8 +96,8 @@ def _qparams(zq, sq, b, s, h, sd, hd, quant):
         return np.int64(0), np.float32(1)
     z = desc(zq)
     c = desc(sq)
-    zp = np.int64(ptr_like(z[0], np.int8(0))[_off(z, b, s, h, 0, sd, hd)])
-    return zp, ptr_like(c[0], np.float32(0))[_off(c, b, s, h, 0, sd, hd)]
+    zp = np.int64(ptr_like(z[D_DATA], np.int8(0))[_off(z, b, s, h, 0, sd, hd)])
+    return zp, ptr_like(c[D_DATA], np.float32(0))[_off(c, b, s, h, 0, sd, hd)]
 
 
 @njit
@@ -135,7 +135,7 @@ def sdpa_kernel(block):
     m, length = attn_span(block[4], q, ns, nl, start)
     if length < 0:
         return INVALID_ARGUMENT
-    st = resize_to(o, q[8:12], 4)
+    st = resize_to(o, q[D_SIZES:D_SIZES + 4], 4)
     if st != OK:
         return st
     if block[16] == 0:
@@ -152,7 +152,7 @@ def sdpa_kernel(block):
                 zp, sc = _qparams(block[10], block[11], b, i, h, sd, hd, quant)
                 qsum = 0.0
                 for d in range(nd):
-                    x = _raw(q[0], q[1], _off(q, b, i, h, d, sd, hd))
+                    x = _raw(q[D_DATA], q[D_DTYPE], _off(q, b, i, h, d, sd, hd))
                     if quant:
                         x = np.float64(np.float32(np.float32(x - zp) * sc))
                     qrow[d] = x
@@ -163,7 +163,7 @@ def sdpa_kernel(block):
                         scores[j] = NEG_INF
                         continue
                     kz, ks = _qparams(block[12], block[13], b, j, kh, sd, hd, quant)
-                    dot = _dot(k[0], k[1], _off(k, b, j, kh, 0, sd, hd), k[27], qrow, nd)
+                    dot = _dot(k[D_DATA], k[D_DTYPE], _off(k, b, j, kh, 0, sd, hd), k[27], qrow, nd)
                     if quant:
                         dot = ks * (dot - kz * qsum)
                     s32 = np.float32(np.float32(dot) * scale32)
@@ -187,9 +187,9 @@ def sdpa_kernel(block):
                     if quant:
                         p *= vs
                         shift += p * vz
-                    _axpy(acc, p, v[0], v[1], _off(v, b, j, kh, 0, sd, hd), v[27], nd)
+                    _axpy(acc, p, v[D_DATA], v[D_DTYPE], _off(v, b, j, kh, 0, sd, hd), v[27], nd)
                 for d in range(nd):
-                    store_f64(o[0], o[1], _off(o, b, i, h, d, sd, hd), acc[d] - shift)
+                    store_f64(o[D_DATA], o[D_DTYPE], _off(o, b, i, h, d, sd, hd), acc[d] - shift)
     return OK
 
 
@@ -224,7 +224,7 @@ def gdr_kernel(block):
     fs = desc(block[7])
     nb, nh, nt, nk = q[8], q[9], q[10], q[11]
     nhs, nv = k[9], v[11]
-    scalar = g[2] == 3
+    scalar = g[D_NDIM] == 3
     if (k[8] != nb or k[10] != nt or k[11] != nk or nhs <= 0 or nh % nhs != 0
             or v[8] != nb or v[9] != nhs or v[10] != nt
             or g[8] != nb or g[9] != nhs or g[10] != nt or (not scalar and g[11] != nk)
@@ -242,13 +242,14 @@ def gdr_kernel(block):
         return st
     if not (is_contiguous(o) and is_contiguous(fs)):
         return NOT_SUPPORTED
-    n = s0[3] * 4
-    if n > 0 and s0[0] < fs[0] + n and fs[0] < s0[0] + n:  # the C++ rejects aliasing too
+    n = s0[D_NUMEL] * 4
+    # the C++ rejects aliasing too
+    if n > 0 and s0[D_DATA] < fs[D_DATA] + n and fs[D_DATA] < s0[D_DATA] + n:
         return INVALID_ARGUMENT
     m = np.float32(0)
-    qp, kp, vp = ptr_like(q[0], m), ptr_like(k[0], m), ptr_like(v[0], m)
-    gp, bp, ip = ptr_like(g[0], m), ptr_like(bt[0], m), ptr_like(s0[0], m)
-    op, sp = ptr_like(o[0], m), ptr_like(fs[0], m)
+    qp, kp, vp = ptr_like(q[D_DATA], m), ptr_like(k[D_DATA], m), ptr_like(v[D_DATA], m)
+    gp, bp, ip = ptr_like(g[D_DATA], m), ptr_like(bt[D_DATA], m), ptr_like(s0[D_DATA], m)
+    op, sp = ptr_like(o[D_DATA], m), ptr_like(fs[D_DATA], m)
     rep = nh // nhs
     pred = np.empty(max(nv, 1), np.float32)
     delta = np.empty(max(nv, 1), np.float32)
@@ -409,7 +410,7 @@ def moe_kernel(block):
     sigmoid = block[12] != 0
     rs = np.float32(bits_to_f64(block[13]))
     fn, tmax = block[14], block[17]
-    if x[2] != 2 or x[9] != nd or x[8] > tmax or not is_contiguous(x):
+    if x[D_NDIM] != 2 or x[9] != nd or x[8] > tmax or not is_contiguous(x):
         return INVALID_ARGUMENT
     nt = x[8]
     st = resize_to(o, (nt, nd), 2)
@@ -418,8 +419,8 @@ def moe_kernel(block):
     if not is_contiguous(o):
         return NOT_SUPPORTED
     m = np.float32(0)
-    out = ptr_like(o[0], m)
-    xs = ptr_like(x[0], m)
+    out = ptr_like(o[D_DATA], m)
+    xs = ptr_like(x[D_DATA], m)
     for i in range(nt * nd):
         out[i] = 0
     if nt == 0:
@@ -436,8 +437,8 @@ def moe_kernel(block):
     o_y = o_mid + tmax * nf
     ib = carray(ptr_like(block[16], np.int64(0)), 3 * tmax * kk)  # idx; token, slot per row
     bias = ptr_like(desc(block[2])[0] if block[2] != 0 else block[15], m)
-    gemm(fn, NO_TRANS, TRANS, nt, ne, nd, np.float32(1), x[0], nd, gw[0], nd, np.float32(0),
-         block[15], ne)
+    gemm(fn, NO_TRANS, TRANS, nt, ne, nd, np.float32(1), x[D_DATA], nd, gw[D_DATA], nd,
+         np.float32(0), block[15], ne)
     for i in range(nt * ne):
         s = f[i]
         if sigmoid:
@@ -507,7 +508,7 @@ def move_kernel(block):
     w = scratch(block[3])
     es = block[4]
     if block[0] == OP_FALLBACK:
-        nd = a[2]
+        nd = a[D_NDIM]
         for i in range(nd):
             w[W_SZ + i] = a[D_SIZES + i]
             w[W_SS + i] = a[D_STRIDES + i]
@@ -516,7 +517,7 @@ def move_kernel(block):
             return st
         for i in range(nd):
             w[W_DS + i] = o[D_STRIDES + i]
-        copy_nd(a[0], o[0], w, nd, es)
+        copy_nd(a[D_DATA], o[D_DATA], w, nd, es)
         return OK
     ts = block[5]
     c, hh, ww = a[8], a[9], a[10]
@@ -534,7 +535,7 @@ def move_kernel(block):
         w[W_SZ + i] = sizes[i]
         w[W_SS + i] = src[i]
         w[W_DS + i] = dst[i]
-    copy_nd(a[0], o[0], w, 5, es)
+    copy_nd(a[D_DATA], o[D_DATA], w, 5, es)
     return OK
 
 

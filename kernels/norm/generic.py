@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_CAP, D_DATA, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.conv.generic import G_OFF
@@ -38,7 +38,7 @@ def _in(blk, i, fi, stc):
         return 0
     d = desc(blk[i])
     fa = blk[B_FAKE] + fi * 512
-    fake_desc(desc(fa), d, blk[i + 11], stc, d[3])
+    fake_desc(desc(fa), d, blk[i + 11], stc, d[D_NUMEL])
     return fa
 
 
@@ -52,7 +52,7 @@ def _gather_in(blk, i, mk):
 def _bn_train(x, w_addr, b_addr, rm_addr, rv_addr, o0, o1, o2, eps, mom, sc, m):
     """Training batch norm over contiguous compute-dtype descriptors (reference order of
     operations; statistics summed in float64)."""
-    nd = x[2]
+    nd = x[D_NDIM]
     if nd < 2:
         return INVALID_ARGUMENT
     N, C = x[8], x[9]
@@ -65,22 +65,22 @@ def _bn_train(x, w_addr, b_addr, rm_addr, rv_addr, o0, o1, o2, eps, mom, sc, m):
     for a in (w_addr, b_addr, rm_addr, rv_addr):
         if a != 0 and desc(a)[3] != C:
             return INVALID_ARGUMENT
-    st = resize_to(o0, x[8:24], nd)
+    st = resize_to(o0, x[D_SIZES:D_STRIDES], nd)
     if st != OK:
         return st
     sc[0] = C
     st = resize_both(o1, o2, sc, 1)
     if st != OK:
         return st
-    xv = ptr_like(x[0], m)
+    xv = ptr_like(x[D_DATA], m)
     z = ptr_like(o0[0], m)
     mv = ptr_like(o1[0], m)
     iv = ptr_like(o2[0], m)
-    wv = ptr_like(desc(w_addr)[0] if w_addr else x[0], m)
-    bv = ptr_like(desc(b_addr)[0] if b_addr else x[0], m)
-    rm = ptr_like(desc(rm_addr)[0] if rm_addr else x[0], m)
-    rv = ptr_like(desc(rv_addr)[0] if rv_addr else x[0], m)
-    xa = carray(xv, max(x[3], 1))
+    wv = ptr_like(desc(w_addr)[0] if w_addr else x[D_DATA], m)
+    bv = ptr_like(desc(b_addr)[0] if b_addr else x[D_DATA], m)
+    rm = ptr_like(desc(rm_addr)[0] if rm_addr else x[D_DATA], m)
+    rv = ptr_like(desc(rv_addr)[0] if rv_addr else x[D_DATA], m)
+    xa = carray(xv, max(x[D_NUMEL], 1))
     e = cast_like(eps, m)
     one = cast_like(1.0, m)
     mo = cast_like(mom, m)
@@ -136,7 +136,7 @@ def _norm_run(blk, mk, item):
     for j in range(3):
         if blk[B_O0 + j] != 0:
             od = desc(blk[B_O0 + j])
-            fake_desc(fo[j], od, blk[B_SO0 + j], stc, od[4])
+            fake_desc(fo[j], od, blk[B_SO0 + j], stc, od[D_CAP])
     if op == N_BN:
         st = bn_typed(desc(fx), fw, fb, desc(frm), desc(frv), eps, fo[0], fo[1], fo[2], sc, mk)
     elif op == N_BNTRAIN:
@@ -147,7 +147,7 @@ def _norm_run(blk, mk, item):
         ns = blk[B_NS:B_NS + kk]
         st = ln_typed(desc(fx), fw, fb, eps, fo[0], fo[1], fo[2], kk, ns, sc, mk)
     else:
-        if x[3] != blk[B_N] * blk[B_C] * blk[B_HXW]:
+        if x[D_NUMEL] != blk[B_N] * blk[B_C] * blk[B_HXW]:
             return INVALID_ARGUMENT
         st = gn_typed(desc(fx), fw, fb, blk[B_N], blk[B_C], blk[B_HXW], blk[B_G], eps,
                        fo[0], fo[1], fo[2], sc, mk)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64,
                                        bits_to_f64, desc, flat, lazy, resize_both, resize_like,
@@ -41,14 +41,14 @@ def _opt(addr, n, fallback):
     if addr == 0:
         return False, fallback, True
     d = desc(addr)
-    return True, d, d[3] == n
+    return True, d, d[D_NUMEL] == n
 
 
 # ---- batch norm (inference) --------------------------------------------------------
 
 @njit(error_model="numpy")
 def bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
-    nd = x[2]
+    nd = x[D_NDIM]
     if nd < 2:
         return INVALID_ARGUMENT
     C = x[9]
@@ -69,7 +69,7 @@ def bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
     inner = 1
     for i in range(2, nd):
         inner *= x[D_SIZES + i]
-    if x[3] == 0:
+    if x[D_NUMEL] == 0:
         return OK
     xv = flat(x, m)
     z = flat(o0, m)
@@ -100,9 +100,9 @@ def batch_norm_kernel(block):
     o1 = desc(block[7])
     o2 = desc(block[8])
     sc = scratch(block[9], 16)
-    if o0[1] == ST_F32:
+    if o0[D_DTYPE] == ST_F32:
         return bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float32(0))
-    if o0[1] == ST_F64:
+    if o0[D_DTYPE] == ST_F64:
         return bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float64(0))
     return NOT_SUPPORTED
 
@@ -194,7 +194,7 @@ def normalize_seg(z, xv, b, n, mean, rstd, w, bias, hw, hb):
 
 @njit(error_model="numpy")
 def ln_typed(x, w_addr, b_addr, eps, o0, om, orr, k, ns, sc, m):
-    nd = x[2]
+    nd = x[D_NDIM]
     n = 1
     for i in range(k):
         if x[D_SIZES + nd - k + i] != ns[i]:
@@ -243,9 +243,9 @@ def layer_norm_kernel(block):
     k = block[7]
     sc = scratch(block[8], 16)
     ns = carray(block, 9 + k)[9:]
-    if o0[1] == ST_F32:
+    if o0[D_DTYPE] == ST_F32:
         return ln_typed(x, block[1], block[2], eps, o0, om, orr, k, ns, sc, np.float32(0))
-    if o0[1] == ST_F64:
+    if o0[D_DTYPE] == ST_F64:
         return ln_typed(x, block[1], block[2], eps, o0, om, orr, k, ns, sc, np.float64(0))
     return NOT_SUPPORTED
 
@@ -322,10 +322,10 @@ def group_norm_kernel(block):
     om = desc(block[9])
     orr = desc(block[10])
     sc = scratch(block[11], 16)
-    if o0[1] == ST_F32:
+    if o0[D_DTYPE] == ST_F32:
         return gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,
                          np.float32(0))
-    if o0[1] == ST_F64:
+    if o0[D_DTYPE] == ST_F64:
         return gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,
                          np.float64(0))
     return NOT_SUPPORTED

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_NDIM, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import (computes_f32, element_offset, hw_view, is_float, ldx,
@@ -76,7 +76,7 @@ def _mean(x, o, oh, ow, kh, kw, sh, sw, ph, pw, cip, divisor, adaptive, lp):
     _adaptive_avg_pool2d's bins when ``adaptive`` (floats; divisor 0)."""
     if oh == 0 or ow == 0:
         return OK
-    nd = x[2]
+    nd = x[D_NDIM]
     H = x[D_SIZES + nd - 2]
     W = x[D_SIZES + nd - 1]
     xa, xt, xsh, xsw = hw_view(x)
@@ -182,7 +182,7 @@ def _max_backward(g, x, ix, gi, acc_addr, lp):
     st = resize_like(gi, x)
     if st != OK:
         return st
-    nd = x[2]
+    nd = x[D_NDIM]
     P = plane_count(x)
     HW = x[D_SIZES + nd - 2] * x[D_SIZES + nd - 1]
     n = P * HW

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_NDIM, D_SIZES
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import plane_count, resize_hw
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
@@ -56,7 +56,7 @@ def tap_range(start, k, d, size):
 @njit(inline="always")
 def pool_resize(x, o, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc):
     """(status, H, W, oh, ow): ``o`` resized to x's planes of ATen's pooling output size."""
-    nd = x[2]
+    nd = x[D_NDIM]
     H = x[D_SIZES + nd - 2]
     W = x[D_SIZES + nd - 1]
     oh = _out_size(H, kh, sh, ph, dh, ceil_mode)
@@ -225,7 +225,7 @@ def _mean_typed(x, o, oh, ow, kh, kw, sh, sw, ph, pw, cip, divisor, adaptive, m)
     P = plane_count(x)
     if P == 0 or oh == 0 or ow == 0:
         return OK
-    nd = x[2]
+    nd = x[D_NDIM]
     H = x[D_SIZES + nd - 2]
     W = x[D_SIZES + nd - 1]
     xv = flat(x, m)

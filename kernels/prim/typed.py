@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_DYN, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
                              f64_to_bits, is_float_st, lazy, load_f64, load_i64, ptr_like,
@@ -136,24 +136,24 @@ def prim_kernel(block):
     if op == P_SYM_SIZE or op == P_NUMEL or op == P_LOCAL_SCALAR:
         d = desc(block[2])
         if op == P_NUMEL:
-            put_int(o, d[3])
+            put_int(o, d[D_NUMEL])
             return OK
         if op == P_SYM_SIZE:
-            nd = d[2]
+            nd = d[D_NDIM]
             dim = block[3]
             if dim < -nd or dim >= nd:
                 return INVALID_ARGUMENT
             put_int(o, d[D_SIZES + (dim + nd if dim < 0 else dim)])
             return OK
-        if d[3] < 1:
+        if d[D_NUMEL] < 1:
             return INVALID_ARGUMENT
-        st = d[1]
+        st = d[D_DTYPE]
         if st == ST_BOOL:
-            put_bool(o, load_i64(d[0], st, 0) != 0)
+            put_bool(o, load_i64(d[D_DATA], st, 0) != 0)
         elif is_float_st(st):
-            put_double(o, load_f64(d[0], st, 0))
+            put_double(o, load_f64(d[D_DATA], st, 0))
         else:
-            put_int(o, load_i64(d[0], st, 0))
+            put_int(o, load_i64(d[D_DATA], st, 0))
         return OK
     a = rec(block[2])
     ta = a[0]
@@ -280,14 +280,14 @@ def view_kernel(block):
     if infer >= 0:
         if known == 0:
             return INVALID_ARGUMENT
-        sizes[infer] = s[3] // known
+        sizes[infer] = s[D_NUMEL] // known
         known *= sizes[infer]
-    if known != s[3]:
+    if known != s[D_NUMEL]:
         return INVALID_ARGUMENT
     st = resize_to(o, sizes, n)
     if st != OK:
         return st
-    o[0] = s[0]
+    o[D_DATA] = s[D_DATA]
     return OK
 
 
@@ -298,14 +298,14 @@ def copy_index_kernel(block):
     if r[0] != T_INT or r[1] < 0:
         return INVALID_ARGUMENT
     index = r[1]
-    nd = dst[2]
+    nd = dst[D_NDIM]
     same_tail = True
     for i in range(1, nd):
         if dst[D_SIZES + i] != src[D_SIZES + i - 1]:
             same_tail = False
     if index > 0 and not same_tail:
         return INVALID_ARGUMENT
-    if not (dst[5] == 0 and dst[8] > index and same_tail):
+    if not (dst[D_DYN] == 0 and dst[8] > index and same_tail):
         sizes = np.empty(16, np.int64)
         sizes[0] = index + 1
         for i in range(1, nd):
@@ -314,10 +314,10 @@ def copy_index_kernel(block):
         if st != OK:
             return st
         set_strides(dst)
-    es = elem_size(src[1])
-    nbytes = src[3] * es
-    dp = ptr_like(dst[0] + index * nbytes, np.uint8(0))
-    sp = ptr_like(src[0], np.uint8(0))
+    es = elem_size(src[D_DTYPE])
+    nbytes = src[D_NUMEL] * es
+    dp = ptr_like(dst[D_DATA] + index * nbytes, np.uint8(0))
+    sp = ptr_like(src[D_DATA], np.uint8(0))
     for k in range(nbytes):
         dp[k] = sp[k]
     return OK

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
@@ -98,7 +98,7 @@ def _wrap32(v):
 
 @njit(inline="always")
 def _same_strides(a, b):
-    for i in range(a[2]):
+    for i in range(a[D_NDIM]):
         if a[D_STRIDES + i] != b[D_STRIDES + i]:
             return False
     return True
@@ -125,11 +125,11 @@ def _params(mode, s0, z0, sda, sst, zda, zst, c):
     if mode == M_SCALAR:
         return s0, z0
     sd = desc(sda)
-    s = ldf32(sd[0], sst, pos(sd, c))
+    s = ldf32(sd[D_DATA], sst, pos(sd, c))
     z = np.int64(0)
     if zda != 0:
         zd = desc(zda)
-        z = ldi(zd[0], zst, pos(zd, c))
+        z = ldi(zd[D_DATA], zst, pos(zd, c))
     return s, z
 
 
@@ -212,7 +212,7 @@ def _qadd(blk, a, o, qmin, qmax):
     for k in range(a[3]):
         ia, ib, io = (k, k, k) if flat else (offset_of(a, k), offset_of(b, k), offset_of(o, k))
         da = np.float32(np.float64(ldi(a[0], ast, ia) - za) * sa)
-        db = np.float32(np.float64(ldi(b[0], bst, ib) - zb) * sb)
+        db = np.float32(np.float64(ldi(b[D_DATA], bst, ib) - zb) * sb)
         _sti(o[0], ost, io, _quant1(np.float64(da + db), ST_F32, inv, zf, qmin, qmax))
     return OK
 
@@ -227,8 +227,8 @@ def qdq_kernel(blk):
     mode = blk[5]
     axis = blk[6]
     sda, zda = blk[9], blk[11]
-    nd = x[2]
-    n = x[3]
+    nd = x[D_NDIM]
+    n = x[D_NUMEL]
     inner = n
     nch = 1
     if mode == M_CHANNEL:
@@ -458,7 +458,7 @@ def _qparams_out(t, st, rows, x, tmp, vals_i, vals_f, is_int):
     """Write ``rows`` values into ``t``: in its logical order when its numel matches,
     else resized to ``x.shape[:-1] + (1,)`` (the reference's ``t.write``)."""
     if t[3] != rows:
-        nd = x[2]
+        nd = x[D_NDIM]
         if t[2] != nd:
             return NOT_SUPPORTED
         for i in range(nd - 1):
@@ -481,14 +481,14 @@ def qparams_kernel(blk):
     so = desc(blk[2])
     zo = desc(blk[3])
     qmin, qmax = blk[6], blk[7]
-    n = x[3]
-    nd = x[2]
+    n = x[D_NUMEL]
+    nd = x[D_NDIM]
     if per_token:
         if nd == 0 or x[D_SIZES + nd - 1] == 0:
             return INVALID_ARGUMENT
         cnt = x[D_SIZES + nd - 1]
     else:
-        if so[3] != 1 or zo[3] != 1:
+        if so[D_NUMEL] != 1 or zo[D_NUMEL] != 1:
             return INVALID_ARGUMENT
         cnt = n
     rows = n // cnt if cnt else 1
@@ -496,7 +496,7 @@ def qparams_kernel(blk):
     vals_f = np.empty(rows, np.float64)
     vals_i = np.empty(rows, np.int64)
     for r in range(rows):
-        lo, hi = _minmax(x[0], x, r * cnt, cnt, flat)
+        lo, hi = _minmax(x[D_DATA], x, r * cnt, cnt, flat)
         vals_f[r], vals_i[r] = _qparams(lo, hi, qmin, qmax)
     tmp = np.empty(16, np.int64)
     s = _qparams_out(so, blk[4], rows, x, tmp, vals_i, vals_f, False)

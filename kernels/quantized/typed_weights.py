@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
 from pyruntime.kernels.fast.deferred import njit
@@ -68,7 +68,7 @@ def embedding_kernel(blk):
     dim = w[9] * (8 // nbit)
     if s[8] != rows:
         return INVALID_ARGUMENT
-    groups = 1 if s[2] == 1 else s[9]
+    groups = 1 if s[D_NDIM] == 1 else s[9]
     if groups == 0 or dim % groups:
         return INVALID_ARGUMENT
     zd = s
@@ -76,12 +76,12 @@ def embedding_kernel(blk):
         zd = desc(za)
         if not same_shape(zd, s):
             return INVALID_ARGUMENT
-    ntok = ix[3]
+    ntok = ix[D_NUMEL]
     for t in range(ntok):
-        r = ldi(ix[0], ist, pos(ix, t))
+        r = ldi(ix[D_DATA], ist, pos(ix, t))
         if r < 0 or r >= rows:
             return INVALID_ARGUMENT
-    nd = ix[2]
+    nd = ix[D_NDIM]
     sizes = np.empty(16, np.int64)
     for i in range(nd):
         sizes[i] = ix[D_SIZES + i]
@@ -90,18 +90,18 @@ def embedding_kernel(blk):
     if st != OK:
         return st
     gs = dim // groups
-    gstride = s[25] if s[2] == 2 else 0
+    gstride = s[25] if s[D_NDIM] == 2 else 0
     zgstride = zd[25] if zd[2] == 2 else 0
     oc = is_contiguous(o)
     for t in range(ntok):
-        r = ldi(ix[0], ist, pos(ix, t))
+        r = ldi(ix[D_DATA], ist, pos(ix, t))
         roff = r * w[24]
         for g in range(groups):
-            sc = ldf32(s[0], sst, r * s[24] + g * gstride)
+            sc = ldf32(s[D_DATA], sst, r * s[24] + g * gstride)
             zc = np.float32(0)
             if za != 0:
                 zc = ldf32(zd[0], zst, r * zd[24] + g * zgstride)
-            _emb_group(nbit, w[0], wst, roff, w[25], g * gs, (g + 1) * gs, zc, sc, o, ost,
+            _emb_group(nbit, w[D_DATA], wst, roff, w[25], g * gs, (g + 1) * gs, zc, sc, o, ost,
                        t * dim, oc)
     return OK
 
@@ -194,20 +194,20 @@ def mixed_kernel(blk):
     o = desc(blk[5])
     xst, sst, ost = blk[6], blk[7], blk[8]
     tile, tile_cap, xbuf, obuf = blk[9], blk[10], blk[11], blk[12]
-    if x[2] != 2 or w[2] != 2:
+    if x[D_NDIM] != 2 or w[D_NDIM] != 2:
         return INVALID_ARGUMENT
     m, kk = x[8], x[9]
     g = 1
     ng = 1
     if op == OP_MM:  # weight [k, p], scales [k]
         p = w[9]
-        if w[8] != kk or s[2] != 1 or s[8] != kk:
+        if w[8] != kk or s[D_NDIM] != 1 or s[8] != kk:
             return INVALID_ARGUMENT
     else:  # weight [p, k], scales [p] or [p, groups]; group size g = ceil(k / groups)
         p = w[8]
-        if w[9] != kk or s[2] > 2 or s[2] == 0 or s[8] != p or s[3] == 0 or kk == 0:
+        if w[9] != kk or s[D_NDIM] > 2 or s[D_NDIM] == 0 or s[8] != p or s[D_NUMEL] == 0 or kk == 0:
             return INVALID_ARGUMENT
-        ng = s[9] if s[2] == 2 else 1
+        ng = s[9] if s[D_NDIM] == 2 else 1
         g = -(-kk // ng)
         if -(-kk // g) != ng:
             return INVALID_ARGUMENT
@@ -219,14 +219,14 @@ def mixed_kernel(blk):
         return st
     if m * p == 0:
         return OK
-    xa = x[0]
+    xa = x[D_DATA]
     if xst != ST_F32 or not is_contiguous(x):
         if m * kk > blk[13]:
             return NOT_SUPPORTED
         _to_f32(x, xst, xbuf, m * kk)
         xa = xbuf
     direct = ost == ST_F32 and is_contiguous(o)
-    oa = o[0] if direct else obuf
+    oa = o[D_DATA] if direct else obuf
     if not direct and m * p > blk[14]:
         return NOT_SUPPORTED
     cols = min(p, tile_cap // kk) if kk else p
@@ -249,7 +249,7 @@ def mixed_kernel(blk):
         oc = is_contiguous(o)
         src = ptr_like(obuf, np.float32(0))
         for k in range(m * p):
-            store_f64(o[0], ost, k if oc else offset_of(o, k), np.float64(src[k]))
+            store_f64(o[D_DATA], ost, k if oc else offset_of(o, k), np.float64(src[k]))
     return OK
 
 

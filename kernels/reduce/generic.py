@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DIMORDER, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
@@ -64,7 +64,7 @@ def plan_reduced(x, mask, mem, sc):
     """Reduced dims of size != 1 in visiting order (logical, or x's memory order when ``mem``),
     neighbours merged where their strides chain (the order is unchanged).
     Returns (number of entries, element count, some reduced dim is empty)."""
-    nd = x[2]
+    nd = x[D_NDIM]
     nr = 0
     cnt = 1
     empty = False
@@ -92,7 +92,7 @@ def plan_reduced(x, mask, mem, sc):
 def plan_kept(x, o, o2, mask, keep, sc):
     """Resize the out(s) to the reduced shape; kept dims with x and out strides.
     Returns (status, number of kept dims)."""
-    nd = x[2]
+    nd = x[D_NDIM]
     nk = 0
     ond = 0
     for i in range(nd):
@@ -287,7 +287,7 @@ def reduce_kernel(block):
     bufa = block[7] + 8 * W_WORDS
     flags = block[8]
     nr, cnt, empty = plan_reduced(x, mask, (flags & F_MEM) != 0, sc)
-    if empty and (flags & F_NONEMPTY) != 0 and x[2] > 0:
+    if empty and (flags & F_NONEMPTY) != 0 and x[D_NDIM] > 0:
         return INVALID_ARGUMENT
     st, nk = plan_kept(x, o, o2, mask, keep, sc)
     if st != OK:

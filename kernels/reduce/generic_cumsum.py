@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.reduce.generic import acc_code, is_int, ok, target_dtype
@@ -23,7 +23,7 @@ def start_lines(x, o, d, sc):
     the kept-dims counter; returns (number of lines, number of counter dims)."""
     nk = 0
     lines = 1
-    for i in range(x[2]):
+    for i in range(x[D_NDIM]):
         if i != d:
             sc[W_KN + nk] = x[D_SIZES + i]
             sc[W_KX + nk] = x[D_STRIDES + i]
@@ -38,7 +38,7 @@ def start_lines(x, o, d, sc):
 @njit
 def _cumsum_typed(x, o, d, sc, buf):
     m = buf[0]
-    nd = x[2]
+    nd = x[D_NDIM]
     n = x[D_SIZES + d] if nd > 0 else 1
     xs = x[D_STRIDES + d] if nd > 0 else 0
     os_ = o[D_STRIDES + d] if nd > 0 else 0
@@ -50,11 +50,11 @@ def _cumsum_typed(x, o, d, sc, buf):
         c = 0
         while c < n:
             k = min(CH, n - c)
-            load_run(buf, 0, x[0], x[1], xb + c * xs, xs, k)
+            load_run(buf, 0, x[D_DATA], x[D_DTYPE], xb + c * xs, xs, k)
             for i in range(k):
                 acc += buf[U(i)]
                 buf[U(i)] = acc
-            store_run(o[0], o[1], ob + c * os_, os_, k, buf, 0, narrow_wrap)
+            store_run(o[D_DATA], o[D_DTYPE], ob + c * os_, os_, k, buf, 0, narrow_wrap)
             c += k
         xb, ob, _ = advance_kept(sc, nk, xb, ob, 0)
     return OK
@@ -70,7 +70,7 @@ def cumsum_kernel(block):
     st = resize_like(o, x)
     if st != OK:
         return st
-    if x[3] == 0:
+    if x[D_NUMEL] == 0:
         return OK
     if acc == A_F32:
         return _cumsum_typed(x, o, d, sc, carray(ptr_like(bufa, np.float32(0)), CH))

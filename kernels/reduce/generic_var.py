@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DIMORDER, D_SIZES
+from pyruntime.cython_ext.abi import D_DIMORDER, D_NDIM, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.reduce.generic import (inner_run, next_run, ok, out_ndim, plan_kept,
@@ -155,7 +155,7 @@ def var_kernel(block):
     nr, cnt, empty = plan_reduced(x, mask, True, sc)
     # numpy sums the innermost run pairwise when the innermost non-unit memory dim is reduced
     pw = False
-    for k in range(x[2] - 1, -1, -1):
+    for k in range(x[D_NDIM] - 1, -1, -1):
         i = x[D_DIMORDER + k]
         if x[D_SIZES + i] != 1:
             pw = ((mask >> i) & 1) != 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat,
@@ -31,7 +31,7 @@ U = np.uint64  # unsigned indices: no negative-index wraparound code in inner lo
 
 @njit(error_model="numpy")  # float x/0 gives inf/nan, as in C
 def _reduce_typed(op, x, o, mask, keep, sc, m, cnt):
-    nd = x[2]
+    nd = x[D_NDIM]
     # output sizes (scratch words 0..15), then resize
     ond = 0
     for i in range(nd):
@@ -55,7 +55,7 @@ def _reduce_typed(op, x, o, mask, keep, sc, m, cnt):
     init = cast_like(-0.0, m) if count > 0 else cast_like(0.0, m)
     for i in range(onum):
         z[i] = init
-    if x[3] > 0 and onum > 0:
+    if x[D_NUMEL] > 0 and onum > 0:
         # merged dims: sizes at 16.., reduced flags at 32.., out strides at 48..
         ostride = 1
         for i in range(nd - 1, -1, -1):  # out strides of kept dims (contiguous out)
@@ -164,7 +164,7 @@ def _general(xv, z, sc, nm):
 @njit(inline="always")
 def _count(x, mask):
     c = 1
-    for i in range(x[2]):
+    for i in range(x[D_NDIM]):
         if (mask >> i) & 1:
             c *= x[D_SIZES + i]
     return c
@@ -177,12 +177,12 @@ def reduce_kernel(block):
     mask = block[3]
     keep = block[4] != 0
     sc = scratch(block[5], 96)
-    if x[1] != o[1]:
+    if x[D_DTYPE] != o[D_DTYPE]:
         return NOT_SUPPORTED
-    if o[1] == ST_F32:
+    if o[D_DTYPE] == ST_F32:
         return _reduce_typed(op, x, o, mask, keep, sc, np.float32(0),
                              np.float32(_count(x, mask)))
-    if o[1] == ST_F64:
+    if o[D_DTYPE] == ST_F64:
         return _reduce_typed(op, x, o, mask, keep, sc, np.float64(0),
                              np.float64(_count(x, mask)))
     return NOT_SUPPORTED

@@ -28,7 +28,7 @@ iteration space and the segments.
 from __future__ import annotations
 
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.copy_engine import W_OUT, join_out
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.move_copy import (NSEG, OP_CAT, OP_COPY_INTO, OP_CPAD, OP_REAL,
@@ -46,14 +46,15 @@ from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc
 def _part(s, a, o, d, drop, pos):
     """Copy ``a``'s sizes with dim ``d`` of size ``s[W_OUT + d]`` (or dropped) starting at ``pos``
     along ``d``, into ``o`` (already resized)."""
-    nd = a[2]
+    nd = a[D_NDIM]
     k = 0
     for i in range(nd):
         if drop and i == d:
             continue
         whole_dim(s, k, o[D_SIZES + k], a[D_STRIDES + i], o[D_STRIDES + k])
         k += 1
-    copy_pieces(s, k, a[0] + pos * a[D_STRIDES + d] * elem_size(a[1]), a[1], o[0], o[1])
+    copy_pieces(s, k, a[D_DATA] + pos * a[D_STRIDES + d] * elem_size(a[D_DTYPE]), a[D_DTYPE],
+                o[D_DATA], o[D_DTYPE])
 
 
 @njit
@@ -62,14 +63,14 @@ def _lists(op, block, s):
     n = block[5]
     if op == OP_STACK or op == OP_CAT:
         o = desc(block[2])
-        nd = o[2]
+        nd = o[D_NDIM]
         st = join_out(block, 6, n, o, d, s, op == OP_STACK)
         if st != OK:
             return st
         pos = 0
         for k in range(n):
             a = desc(block[6 + k])
-            if op == OP_CAT and a[2] == 1 and a[3] == 0:
+            if op == OP_CAT and a[D_NDIM] == 1 and a[D_NUMEL] == 0:
                 continue
             m = 0
             for i in range(nd):
@@ -77,11 +78,12 @@ def _lists(op, block, s):
                     continue
                 whole_dim(s, m, a[D_SIZES + m], a[D_STRIDES + m], o[D_STRIDES + i])
                 m += 1
-            copy_pieces(s, m, a[0], a[1], o[0] + pos * o[D_STRIDES + d] * elem_size(o[1]), o[1])
+            copy_pieces(s, m, a[D_DATA], a[D_DTYPE],
+                        o[D_DATA] + pos * o[D_STRIDES + d] * elem_size(o[D_DTYPE]), o[D_DTYPE])
             pos += 1 if op == OP_STACK else a[D_SIZES + d]
         return OK
     a = desc(block[1])
-    nd = a[2]
+    nd = a[D_NDIM]
     size = a[D_SIZES + d]
     if op == OP_SPLIT:
         ss = block[6 + n]
@@ -137,15 +139,15 @@ def move_kernel(block):
         return st
     if op != OP_COPY_INTO:
         # (a rank other than out's, e.g. a squeeze of a dim no longer of size 1: NOT_SUPPORTED)
-        st = resize_to(o, s[W_OUT:], o[2]) if op in SPECIAL else resize_to(o, s[V_N:], nd)
+        st = resize_to(o, s[W_OUT:], o[D_NDIM]) if op in SPECIAL else resize_to(o, s[V_N:], nd)
         if st != OK:
             return st
-    sst = block[4] if op == OP_REAL else a[1]
+    sst = block[4] if op == OP_REAL else a[D_DTYPE]
     if op == OP_ROLL_FLAT:
         if not (is_contiguous(a) and is_contiguous(o)):
             roll_flat(a, o, sst, block[4], s)
             return OK
-        n = a[3]  # both flat: two runs
+        n = a[D_NUMEL]  # both flat: two runs
         if n == 0:
             return OK
         sh = block[4] % n
@@ -164,8 +166,8 @@ def move_kernel(block):
         for i in range(nd):
             s[V_T + i] = o[D_STRIDES + i]
     if op == OP_CPAD:
-        fill(o[0], elem_size(o[1]), o[3], block[4], 1)
-    copy_pieces(s, nd, a[0] + off * elem_size(sst), sst, o[0], o[1])
+        fill(o[D_DATA], elem_size(o[D_DTYPE]), o[D_NUMEL], block[4], 1)
+    copy_pieces(s, nd, a[D_DATA] + off * elem_size(sst), sst, o[D_DATA], o[D_DTYPE])
     if op == OP_TRIL or op == OP_TRIU:
         triangle(o, op == OP_TRIL, block[4])
     return OK

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.copy_engine import W_OUT, clamp_bound, expand_view, view_sizes
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.move_copy import (NSEG, OP_BCAST, OP_COPY, OP_COPY_INTO, OP_CPAD,
@@ -29,8 +29,8 @@ def _view_in(s, a, nd):
 @njit
 def _bcast(s, a, t):
     """``a`` broadcast to ``t``'s sizes (ATen's copy rules)."""
-    nd = t[2]
-    lead = nd - a[2]
+    nd = t[D_NDIM]
+    lead = nd - a[D_NDIM]
     if lead < 0:
         return INVALID_ARGUMENT
     for i in range(nd):
@@ -76,7 +76,7 @@ def _pad_segments(s, a, d, lo, hi, reflect):
 @njit
 def build(op, block, a, o, s):
     """Fill the iteration space for ``op``; returns (status, iteration rank, source offset)."""
-    nd = a[2]
+    nd = a[D_NDIM]
     for i in range(16):
         s[NSEG + i] = 0
     off = 0
@@ -138,7 +138,7 @@ def build(op, block, a, o, s):
             if sz == 0:
                 empty = True
             last += s[V_S + i] * (sz - 1)
-        if not empty and last >= a[3]:  # strides index the input's storage
+        if not empty and last >= a[D_NUMEL]:  # strides index the input's storage
             return INVALID_ARGUMENT, nd, off
     elif op == OP_UNFOLD:
         d = block[4]
@@ -244,7 +244,7 @@ def build(op, block, a, o, s):
 def _build_view(op, block, a, s):
     """The plain views (permute, expand, slice, select, squeeze, unsqueeze, view), for
     casting outs: the same-dtype ones run in ``kernels.shape.typed``."""
-    nd = a[2]
+    nd = a[D_NDIM]
     off = 0
     if op == OP_PERMUTE:
         for i in range(nd):
@@ -292,7 +292,7 @@ def _build_view(op, block, a, s):
         nd = k
     elif op == OP_VIEW:  # out sizes only (one -1 inferred); see special
         n = block[4]
-        if not view_sizes(block, 5, n, a[3], s):
+        if not view_sizes(block, 5, n, a[D_NUMEL], s):
             return INVALID_ARGUMENT, nd, off
         nd = n
     else:
@@ -303,7 +303,7 @@ def _build_view(op, block, a, s):
 @njit
 def special(op, block, a, o, s):
     """Iteration space of repeat / pixel (un)shuffle over the resized out; returns its rank."""
-    nd = a[2]
+    nd = a[D_NDIM]
     if op == OP_VIEW:  # iterate whichever side is contiguous, the other in its own strides
         src_flat = is_contiguous(a)
         if not src_flat and not is_contiguous(o):
@@ -361,12 +361,12 @@ def special(op, block, a, o, s):
 @njit
 def triangle(o, lower, diag):
     """Zero out's elements above (tril) or below (triu) diagonal ``diag``."""
-    nd = o[2]
+    nd = o[D_NDIM]
     rows = o[D_SIZES + nd - 2]
     cols = o[D_SIZES + nd - 1]
     tr = o[D_STRIDES + nd - 2]
     tc = o[D_STRIDES + nd - 1]
-    es = elem_size(o[1])
+    es = elem_size(o[D_DTYPE])
     batch = 1
     for i in range(nd - 2):
         batch *= o[D_SIZES + i]
@@ -384,7 +384,7 @@ def triangle(o, lower, diag):
                 c0 = 0
                 c1 = min(max(r + diag, 0), cols)
             if c1 > c0:
-                fill(o[0] + (base + r * tr + c0 * tc) * es, es, c1 - c0, 0, tc)
+                fill(o[D_DATA] + (base + r * tr + c0 * tc) * es, es, c1 - c0, 0, tc)
 
 
 @njit

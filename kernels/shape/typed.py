@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.context import IntSlot
 from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ, clamp_bound,
                                                 copy_nd, dst_strides, expand_view, join_out,
@@ -44,7 +44,7 @@ BIG = 1 << 62  # "no end" for slices
 @njit
 def _reshape(block, a, o, w, es):
     n = block[5]
-    if not view_sizes(block, 6, n, a[3], w):
+    if not view_sizes(block, 6, n, a[D_NUMEL], w):
         return INVALID_ARGUMENT
     st = resize_to(o, w[W_OUT:], n)
     if st != OK:
@@ -56,18 +56,18 @@ def _reshape(block, a, o, w, es):
             w[W_SS + i] = s
             s *= o[D_SIZES + i]
         dst_strides(w, o, n)
-        copy_nd(a[0], o[0], w, n, es)
+        copy_nd(a[D_DATA], o[D_DATA], w, n, es)
         return OK
     if not is_contiguous(o):
         return NOT_SUPPORTED
-    nd = a[2]  # iterate the source's shape, writing the out flat
+    nd = a[D_NDIM]  # iterate the source's shape, writing the out flat
     s = 1
     for i in range(nd - 1, -1, -1):
         w[W_SZ + i] = a[D_SIZES + i]
         w[W_SS + i] = a[D_STRIDES + i]
         w[W_DS + i] = s
         s *= a[D_SIZES + i]
-    copy_nd(a[0], o[0], w, nd, es)
+    copy_nd(a[D_DATA], o[D_DATA], w, nd, es)
     return OK
 
 
@@ -78,17 +78,17 @@ def _cat(block, o, w, es):
     st = join_out(block, 7, n, o, d, w, False)
     if st != OK:
         return st
-    nd = o[2]
+    nd = o[D_NDIM]
     pos = 0
     for k in range(n):
         a = desc(block[7 + k])
-        if a[2] == 1 and a[3] == 0:
+        if a[D_NDIM] == 1 and a[D_NUMEL] == 0:
             continue
         for i in range(nd):
             w[W_SZ + i] = a[D_SIZES + i]
             w[W_SS + i] = a[D_STRIDES + i]
         dst_strides(w, o, nd)
-        copy_nd(a[0], o[0] + pos * o[D_STRIDES + d] * es, w, nd, es)
+        copy_nd(a[D_DATA], o[D_DATA] + pos * o[D_STRIDES + d] * es, w, nd, es)
         pos += a[D_SIZES + d]
     return OK
 
@@ -97,7 +97,7 @@ def _cat(block, o, w, es):
 def _split(block, a, w, es):
     d = block[5]
     n = block[6]
-    nd = a[2]
+    nd = a[D_NDIM]
     total = 0
     for k in range(n):
         total += block[8 + 2 * k]
@@ -114,7 +114,7 @@ def _split(block, a, w, es):
             w[W_SZ + i] = o[D_SIZES + i]
             w[W_SS + i] = a[D_STRIDES + i]
         dst_strides(w, o, nd)
-        copy_nd(a[0] + pos * a[D_STRIDES + d] * es, o[0], w, nd, es)
+        copy_nd(a[D_DATA] + pos * a[D_STRIDES + d] * es, o[D_DATA], w, nd, es)
         pos += s
     return OK
 
@@ -131,7 +131,7 @@ def view_kernel(block):
     o = desc(block[2])
     if op == OP_RESHAPE:
         return _reshape(block, a, o, w, es)
-    na = a[2]
+    na = a[D_NDIM]
     nd = na
     off = 0
     if op == OP_COPY:
@@ -148,7 +148,7 @@ def view_kernel(block):
             nd = block[5]
             fits = expand_view(a, block, 6, nd, w, W_SZ, W_SS)
         else:
-            nd = o[2]
+            nd = o[D_NDIM]
             fits = expand_view(a, o, 8, nd, w, W_SZ, W_SS)
         if not fits:
             return INVALID_ARGUMENT
@@ -206,7 +206,7 @@ def view_kernel(block):
         if st != OK:
             return st
     dst_strides(w, o, nd)
-    copy_nd(a[0] + off * es, o[0], w, nd, es)
+    copy_nd(a[D_DATA] + off * es, o[D_DATA], w, nd, es)
     return OK
 
 
@@ -251,19 +251,19 @@ def convert_kernel(block):
     st = resize_like(o, a)
     if st != OK:
         return st
-    n = a[3]
-    src = a[1]
-    dst = o[1]
+    n = a[D_NUMEL]
+    src = a[D_DTYPE]
+    dst = o[D_DTYPE]
     if src == ST_F32:
-        _conv_from(a[0], o[0], n, dst, np.float32(0))
+        _conv_from(a[D_DATA], o[D_DATA], n, dst, np.float32(0))
     elif src == ST_F64:
-        _conv_from(a[0], o[0], n, dst, np.float64(0))
+        _conv_from(a[D_DATA], o[D_DATA], n, dst, np.float64(0))
     elif src == ST_I32:
-        _conv_from(a[0], o[0], n, dst, np.int32(0))
+        _conv_from(a[D_DATA], o[D_DATA], n, dst, np.int32(0))
     elif src == ST_I64:
-        _conv_from(a[0], o[0], n, dst, np.int64(0))
+        _conv_from(a[D_DATA], o[D_DATA], n, dst, np.int64(0))
     elif src == ST_BOOL:
-        _conv_from(a[0], o[0], n, dst, np.bool_(False))
+        _conv_from(a[D_DATA], o[D_DATA], n, dst, np.bool_(False))
     else:
         return NOT_SUPPORTED
     return OK

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.reduce.generic_cumsum import start_lines
 from pyruntime.kernels.reduce.generic import is_int, ok, seg_extreme
@@ -44,16 +44,16 @@ def _sum_exp(buf, n):
 def _softmax_typed(log, x, o, d, sc, buf, m):
     """Line by line: the line in float64 (exact for every float input), its max, then
     ``x - max`` rounded to the compute type ``m``, exp and sum in float64."""
-    nd = x[2]
+    nd = x[D_NDIM]
     n = x[D_SIZES + d] if nd > 0 else 1
     xs = x[D_STRIDES + d] if nd > 0 else 0
     os_ = o[D_STRIDES + d] if nd > 0 else 0
     lines, nk = start_lines(x, o, d, sc)
-    wide = x[1] == ST_F64  # float64 input: libm exp; else the float32-grade polynomial
+    wide = x[D_DTYPE] == ST_F64  # float64 input: libm exp; else the float32-grade polynomial
     xb = 0
     ob = 0
     for t in range(lines):
-        load_run(buf, 0, x[0], x[1], xb, xs, n)
+        load_run(buf, 0, x[D_DATA], x[D_DTYPE], xb, xs, n)
         mxm = cast_like(seg_extreme(buf, n, True), m)
         for k in range(n):
             buf[U(k)] = np.float64(cast_like(buf[U(k)], m) - mxm)
@@ -77,7 +77,7 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
             s = sum_seg(buf, 0, n)
             for k in range(n):
                 buf[U(k)] = buf[U(k)] / s
-        store_run(o[0], o[1], ob, os_, n, buf, 0, narrow_wrap)
+        store_run(o[D_DATA], o[D_DTYPE], ob, os_, n, buf, 0, narrow_wrap)
         xb, ob, _ = advance_kept(sc, nk, xb, ob, 0)
     return OK
 
@@ -92,14 +92,14 @@ def softmax_kernel(block):
     st = resize_like(o, x)
     if st != OK:
         return st
-    if x[3] == 0:
+    if x[D_NUMEL] == 0:
         return OK
-    n = x[D_SIZES + d] if x[2] > 0 else 1
+    n = x[D_SIZES + d] if x[D_NDIM] > 0 else 1
     if n <= cap:
         buf = carray(ptr_like(block[4] + 8 * W_WORDS, np.float64(0)), max(cap, 1))
     else:  # a line longer than at load (dynamic shapes): per-call scratch
         buf = np.empty(n, np.float64)
-    if x[1] == ST_F64:
+    if x[D_DTYPE] == ST_F64:
         return _softmax_typed(log, x, o, d, sc, buf, np.float64(0))
     return _softmax_typed(log, x, o, d, sc, buf, np.float32(0))
 

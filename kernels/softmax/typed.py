@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES
+from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat,
                                        lazy, ptr_like, resize_like, sum_seg)
@@ -126,7 +126,7 @@ def _softmax_typed(mode, x, o, dim, scr, nscr, m):
     st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
     if st != OK:
         return st
-    nd = x[2]
+    nd = x[D_NDIM]
     if o[3] == 0:
         return OK
     outer = 1
@@ -205,11 +205,11 @@ def softmax_kernel(block):
     x = desc(block[1])
     o = desc(block[2])
     dim = block[3]
-    if x[1] != o[1]:
+    if x[D_DTYPE] != o[D_DTYPE]:
         return NOT_SUPPORTED
-    if o[1] == ST_F32:
+    if o[D_DTYPE] == ST_F32:
         return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float32(0))
-    if o[1] == ST_F64:
+    if o[D_DTYPE] == ST_F64:
         return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float64(0))
     return NOT_SUPPORTED
 

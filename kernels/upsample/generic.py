@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_NDIM, D_NUMEL
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.copy_engine import copy_element
@@ -309,7 +310,7 @@ def resample_kernel(block):
     x = desc(block[1])
     o = desc(block[2])
     sc = scratch(block[3], 16)
-    if x[2] != 4:
+    if x[D_NDIM] != 4:
         return INVALID_ARGUMENT
     H, W = x[10], x[11]
     has_sh, has_sw = block[7] != 0, block[9] != 0
@@ -323,7 +324,7 @@ def resample_kernel(block):
     st = resize_hw(x, o, oh, ow, sc)
     if st != OK:
         return st
-    if o[3] == 0:
+    if o[D_NUMEL] == 0:
         return OK
     if H == 0 or W == 0:
         return INVALID_ARGUMENT
