@@ -68,3 +68,15 @@ def test_every_pair_is_registered_by_its_family_choose_module():
     from pyruntime.kernels import family_modules
     choose = {m for m in family_modules("fast") if m.endswith(".choose")}
     assert choose == {b.__module__ for b in pairs.values()}  # none registers nothing
+
+
+def test_every_held_elementwise_binder_is_behind_a_typed_one():
+    """An op in generic_bind.PAIRED registers no binder of its own: its choose.py must pair
+    it, or the op would lose its any-dtype kernel."""
+    from pyruntime.kernels.elementwise.generic_bind import HELD, PAIRED
+
+    fast.get_binder("")
+    assert set(HELD) == PAIRED
+    for op, generic in HELD.items():
+        chosen = fast._BINDERS[op]
+        assert generic in (chosen.typed, chosen.generic), op
