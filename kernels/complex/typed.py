@@ -13,7 +13,7 @@ import numpy as np
 from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, desc, lazy, ptr_like, resize_like,
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, descs, lazy, ptr_like, resize_like,
                                        resize_to)
 
 CHALF, CFLOAT, CDOUBLE = 8, 9, 10
@@ -31,8 +31,7 @@ def _negate_odd(pi, po, n, zero):
 
 
 def conj_kernel(block):
-    x = desc(block[0])
-    o = desc(block[1])
+    x, o = descs(block, 0, 2)
     st = resize_like(o, x)
     if st != OK:
         return st
@@ -52,8 +51,7 @@ def conj_kernel(block):
 
 
 def view_as_complex_kernel(block):
-    x = desc(block[0])
-    o = desc(block[1])
+    x, o = descs(block, 0, 2)
     nd = x[D_NDIM]
     if nd < 1 or x[D_SIZES + nd - 1] != 2 or o[D_NDIM] != nd - 1:
         return NOT_SUPPORTED

@@ -302,7 +302,7 @@ def _conv_bwd(blk, mk, item):
         st = resize_to(o, like[D_SIZES:D_STRIDES], nd)
         if st != OK:
             return st
-        _zero(blk[C_SO0 + q], like[3], mk)
+        _zero(blk[C_SO0 + q], like[D_NUMEL], mk)
         gq = ptr_like(blk[C_SO0 + q], mk)
         conv_geom(g3, blk, N, C, O, x, go, w, tr)
         xq = gq if q == 0 else xs  # the input side: A when transposed, else B

@@ -22,7 +22,7 @@ from math import prod
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU,
                                                  channel_epilogue, direct_conv)
 from pyruntime.kernels.fast.deferred import carray, njit
@@ -122,14 +122,14 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
     pcols = buf.ctypes.data
     cols = ptr_like(pcols, zero)
     gscr = buf[ncols:]
-    xp = ptr_like(x[0], zero)
+    xp = ptr_like(x[D_DATA], zero)
     nr = 64 // item  # a packed weight's group stride (see ordered.packed_size)
     wstep = (-(-og // 6) * 6 if wk == PK_A_ROWS else -(-og // nr) * nr) * kg * item
     for n in range(N):
         for gi in range(g):
             xbase = (n * C + gi * Cg) * H * W
             if pointwise:  # B: the input plane itself, or this part's im2col columns
-                pb, ldb = x[0] + xbase * item, L
+                pb, ldb = x[D_DATA] + xbase * item, L
             else:
                 _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c1)
                 pb, ldb = pcols - c0 * item, c1 - c0
@@ -141,10 +141,10 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
                 pwt = wt + gi * wstep + r0 * kg * item if wt else 0
                 ordered_gemm(r1 - r0, nc, kg, w[0] + (gi * og + r0) * kg * item, kg, 1,
                              pb + j0 * item, ldb, 1,
-                             o[0] + ((n * O + gi * og + r0) * L + j0) * item, L, gscr, zero,
+                             o[D_DATA] + ((n * O + gi * og + r0) * L + j0) * item, L, gscr, zero,
                              item, pwt, wk if wt else 0, fma)
                 if flags:
-                    of = ptr_like(o[0], zero)
+                    of = ptr_like(o[D_DATA], zero)
                     for oc in range(gi * og + r0, gi * og + r1):
                         channel_epilogue(of, (n * O + oc) * L + j0, nc, oc, O, ep, flags)
                 j0 += nc
@@ -158,8 +158,8 @@ def conv_typed(block, zero, item):
     nd = x[D_NDIM]
     if w[D_NDIM] != nd or o[D_NDIM] != nd or (nd != 3 and nd != 4):
         return INVALID_ARGUMENT
-    N, C, O, Cg = x[8], x[9], w[8], w[9]
-    H, KH = (x[10], w[10]) if nd == 4 else (1, 1)
+    N, C, O, Cg = x[D_SIZES], x[D_SIZES + 1], w[D_SIZES], w[D_SIZES + 1]
+    H, KH = (x[D_SIZES + 2], w[D_SIZES + 2]) if nd == 4 else (1, 1)
     W, KW = x[D_SIZES + nd - 1], w[D_SIZES + nd - 1]
     sh, sw, ph, pw, dh, dw = (block[B_SH], block[B_SW], block[B_PH], block[B_PW], block[B_DH],
                               block[B_DW])
@@ -226,16 +226,16 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
         return OK
     # this part's output channels of each plane range [p0, p1): all, or its rows
     q0, q1 = (r0, r1) if byrow else (0, O)
-    of = ptr_like(o[0], zero)
-    if Cg == 1 or x[3] == 0:
+    of = ptr_like(o[D_DATA], zero)
+    if Cg == 1 or x[D_NUMEL] == 0:
         for p in range(p0, p1):
             if q0 <= p % O < q1:
                 for i in range(p * L + c0, p * L + c1):
                     of[i] = zero
     # a fused epilogue (``bind_fused``): per channel once its values are done
     flags = block[B_EPF] if block[B_EP] else 0
-    ep = ptr_like(block[B_EP] if flags else o[0], zero)
-    if x[3] != 0:
+    ep = ptr_like(block[B_EP] if flags else o[D_DATA], zero)
+    if x[D_NUMEL] != 0:
         pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
         if Cg == 1:
             # the zero-padded plane (if padded), then a flat stride-1 3x3 output plane
@@ -245,7 +245,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             kg = Cg * KH * KW
             need = (0 if pointwise else kg * (c1 - c0)) + gemm_scratch(O // g, c1 - c0, kg)
         if need <= block[B_SCRN] or need <= 1:
-            buf = carray(ptr_like(block[B_SCR] if block[B_SCR] else o[0], zero), max(need, 1))
+            buf = carray(ptr_like(block[B_SCR] if block[B_SCR] else o[D_DATA], zero), max(need, 1))
         else:  # sizes over the bind-time bound (a dynamic input grew in one dim): allocate
             buf = np.full(need, zero)
         if Cg == 1:

@@ -8,6 +8,7 @@ of the plane when there is padding: memory-bound, so no gemm.
 """
 from __future__ import annotations
 
+from pyruntime.cython_ext.abi import D_DATA
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import ptr_like
 
@@ -65,9 +66,9 @@ def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, 
     pad = ptr_like(buf.ctypes.data, zero)
     Hp = H + 2 * ph
     tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) if ph or pw else 0) * item, zero)
-    xp = ptr_like(x[0], zero)
+    xp = ptr_like(x[D_DATA], zero)
     wf = ptr_like(w[0], zero)
-    of = ptr_like(o[0], zero)
+    of = ptr_like(o[D_DATA], zero)
     og = O // g
     for p in range(p0, p1):
         n, oc = p // O, p % O

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NUMEL
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.index_io import ALL, F64, FLOATS, move
@@ -47,13 +48,13 @@ def _random(op, o, a, m, s, block):
         st = resize_to(o, scratch(block[4], RS_WORDS)[RS_SIZES:], block[8])
         if st != OK:
             return st
-        n = o[3]
-        ot = o[1]
+        n = o[D_NUMEL]
+        ot = o[D_DTYPE]
         bits = 53 if ot == ST_F64 else (11 if ot == ST_F16 else (8 if ot == 15 else 24))
         if op == R_RAND:
             for i in range(n):
                 z += GOLDEN
-                store_f64(o[0], ot, i, _unit(_mix(z), bits))
+                store_f64(o[D_DATA], ot, i, _unit(_mix(z), bits))
         i = 0
         while op == R_RANDN and i < n:  # Marsaglia's polar method: two normals per accepted pair
             z += GOLDEN
@@ -64,9 +65,9 @@ def _random(op, o, a, m, s, block):
             if q >= 1.0 or q == 0.0:
                 continue
             f = math.sqrt(-2.0 * math.log(q) / q)
-            store_f64(o[0], ot, i, u * f)
+            store_f64(o[D_DATA], ot, i, u * f)
             if i + 1 < n:
-                store_f64(o[0], ot, i + 1, v * f)
+                store_f64(o[D_DATA], ot, i + 1, v * f)
             i += 2
         s[0] = z
         return OK
@@ -79,19 +80,19 @@ def _random(op, o, a, m, s, block):
     scale = bits_to_f64(block[6])
     mode = block[7]  # 0 copy (eval, p = 0), 1 float32 compute, 2 float64 compute
     same = block[8]  # same dim order everywhere: storage index = element
-    for i in range(a[3]):
+    for i in range(a[D_NUMEL]):
         ia = i if same != 0 else offset_of(a, i)
         io = i if same != 0 else offset_of(o, i)
         im = i if same != 0 else offset_of(m, i)
         if mode == 0:
-            move(a[0], a[1], ia, o[0], o[1], io)
-            store_i64(m[0], m[1], im, 1)
+            move(a[D_DATA], a[D_DTYPE], ia, o[D_DATA], o[D_DTYPE], io)
+            store_i64(m[D_DATA], m[D_DTYPE], im, 1)
         else:
             z += GOLDEN
             keep = _unit(_mix(z), 53) < keep_p
-            v = load_f64(a[0], a[1], ia) * (1.0 if keep else 0.0) * scale
-            store_f64(o[0], o[1], io, round_to(v, ST_F32 if mode == 1 else ST_F64))
-            store_i64(m[0], m[1], im, np.int64(keep))
+            v = load_f64(a[D_DATA], a[D_DTYPE], ia) * (1.0 if keep else 0.0) * scale
+            store_f64(o[D_DATA], o[D_DTYPE], io, round_to(v, ST_F32 if mode == 1 else ST_F64))
+            store_i64(m[D_DATA], m[D_DTYPE], im, np.int64(keep))
     s[0] = z
     return OK
 

@@ -70,13 +70,13 @@ def _check_fill(v, block):
     """fill.Tensor_out's value must fit an integer ``self``, as the reference checks."""
     if block[P0 + 4] == 0:
         return OK
-    st = v[1]
+    st = v[D_DTYPE]
     if is_float_st(st):
-        f = load_f64(v[0], st, 0)
+        f = load_f64(v[D_DATA], st, 0)
         if not bits_to_f64(block[P0 + 2]) <= f <= bits_to_f64(block[P0 + 3]):
             return INVALID_ARGUMENT  # also NaN
     elif st != ST_BOOL:
-        i = load_i64(v[0], st, 0)
+        i = load_i64(v[D_DATA], st, 0)
         if not block[P0] <= i <= block[P0 + 1]:
             return INVALID_ARGUMENT
     return OK

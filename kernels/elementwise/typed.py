@@ -16,7 +16,7 @@ from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_STRIDES
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size, index_offset, next_index
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I32,
-                             ST_I64, SPLIT_WHOLE, bits_to_f64, desc, flat, is_contiguous, lazy,
+                             ST_I64, SPLIT_WHOLE, bits_to_f64, descs, flat, is_contiguous, lazy,
                              ptr_like, resize_like, resize_to, same_shape)
 from pyruntime.kernels.fast.fastmath import (exp_fast, gelu_fast, gelu_tanh_fast, sigmoid_fast,
                                              silu_fast, tanh_fast)
@@ -95,7 +95,7 @@ def _rows(op, x, ox, ja, y, oy, jb, z, oz, jo, n, alpha):
 def _flat(op, x, y, jb, z, n, alpha):
     """z = x op y over ``n`` contiguous elements, ``y`` whole (jb 1) or one element (0)."""
     if n == 1:  # one element (dispatch-bound programs): no call, no loop
-        z[0] = _bin(op, x[0], y[0], alpha)
+        z[D_DATA] = _bin(op, x[D_DATA], y[D_DATA], alpha)
     elif n > 1:
         _rows(op, x, 0, 1, y, 0, jb, z, 0, 1, n, alpha)
 
@@ -103,15 +103,15 @@ def _flat(op, x, y, jb, z, n, alpha):
 @njit(inline="always")
 def _binary_typed(op, a, b, o, alpha, m, w):
     # hot paths first, without allocating: equal shapes, or a scalar right operand
-    if is_contiguous(a) and is_contiguous(b) and (same_shape(a, b) or b[3] == 1) \
-            and a[2] >= b[2]:
+    if is_contiguous(a) and is_contiguous(b) and (same_shape(a, b) or b[D_NUMEL] == 1) \
+            and a[D_NDIM] >= b[D_NDIM]:
         st = resize_like(o, a)
         if st != OK:
             return st
         if is_contiguous(o):
-            jb = 0 if b[3] == 1 and not same_shape(a, b) else 1
-            _flat(op, ptr_like(a[0], m), ptr_like(b[0], m), jb, ptr_like(o[0], m), o[3],
-                  alpha)
+            jb = 0 if b[D_NUMEL] == 1 and not same_shape(a, b) else 1
+            _flat(op, ptr_like(a[D_DATA], m), ptr_like(b[D_DATA], m), jb, ptr_like(o[D_DATA], m),
+                  o[D_NUMEL], alpha)
             return OK
     return _binary_general(op, a, b, o, alpha, m, w)
 
@@ -129,20 +129,20 @@ def _binary_general(op, a, b, o, alpha, m, w):
         if s < 0:
             return INVALID_ARGUMENT
         sizes[i] = s
-    if a[2] > nd or b[2] > nd:
+    if a[D_NDIM] > nd or b[D_NDIM] > nd:
         return INVALID_ARGUMENT
     st = resize_to(o, sizes, nd)
     if st != OK:
         return st
-    x = ptr_like(a[0], m)
-    y = ptr_like(b[0], m)
+    x = ptr_like(a[D_DATA], m)
+    y = ptr_like(b[D_DATA], m)
     z = ptr_like(o[D_DATA], m)
     n = o[D_NUMEL]
     if n == 0:
         return OK
-    fa = a[3] == n and is_contiguous(a)
-    fb = b[3] == n and is_contiguous(b)
-    if is_contiguous(o) and (fa or a[3] == 1) and (fb or b[3] == 1):
+    fa = a[D_NUMEL] == n and is_contiguous(a)
+    fb = b[D_NUMEL] == n and is_contiguous(b)
+    if is_contiguous(o) and (fa or a[D_NUMEL] == 1) and (fb or b[D_NUMEL] == 1):
         # flat: each operand whole or one element (stride 0): one call over every element
         _rows(op, x, 0, 1 if fa else 0, y, 0, 1 if fb else 0, z, 0, 1, n, alpha)
         return OK
@@ -175,9 +175,7 @@ def _binary_general(op, a, b, o, alpha, m, w):
 
 def binary_kernel(block):
     op = block[0]
-    a = desc(block[1])
-    b = desc(block[2])
-    o = desc(block[3])
+    a, b, o = descs(block, 1, 3)
     dt = o[D_DTYPE]
     alpha = bits_to_f64(block[4])
     w = carray(ptr_like(block[5], np.int64(0)), 64)
@@ -305,21 +303,20 @@ def _scalar_typed(op, a, o, s, alpha, m):
         return st
     if not (is_contiguous(a) and is_contiguous(o)):
         return NOT_SUPPORTED
-    x = ptr_like(a[0], m)
-    z = ptr_like(o[0], m)
+    x = ptr_like(a[D_DATA], m)
+    z = ptr_like(o[D_DATA], m)
     if op == S_ADD:  # a loop per op, so that each vectorizes
-        for i in range(o[3]):
+        for i in range(o[D_NUMEL]):
             z[i] = x[i] + alpha * s
     else:
-        for i in range(o[3]):
+        for i in range(o[D_NUMEL]):
             z[i] = x[i] * s
     return OK
 
 
 def scalar_kernel(block):
     op = block[0]
-    a = desc(block[1])
-    o = desc(block[2])
+    a, o = descs(block, 1, 2)
     s = bits_to_f64(block[3])
     alpha = bits_to_f64(block[4])
     if o[D_DTYPE] == ST_F32:
@@ -402,7 +399,7 @@ def unary_prep(a, o, part, npart, least):
         if st != OK:
             return True, st, npart, done
         if part < 0:  # the prep call: the whole call too when there are few elements
-            if o[3] >= least:
+            if o[D_NUMEL] >= least:
                 return True, OK, npart, done
             npart, done = 0, SPLIT_WHOLE
     return False, OK, npart, done
@@ -417,7 +414,7 @@ def _fast_unary(op, a, o, part, npart, least):
     m = np.float32(0)
     x = flat(a, m)
     z = flat(o, m)
-    n = o[3]
+    n = o[D_NUMEL]
     if is_contiguous(a) and is_contiguous(o):
         i0, i1 = (n * part // npart, n * (part + 1) // npart) if npart else (0, n)
         _fast_range(op, x, z, i0, i1)
@@ -466,7 +463,7 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
         return st
     x = flat(a, m)
     z = flat(o, m)
-    n = o[3]
+    n = o[D_NUMEL]
     if is_contiguous(a) and is_contiguous(o):
         if npart:  # part k of npart: elements [n * k // npart, n * (k + 1) // npart)
             i0, i1 = n * part // npart, n * (part + 1) // npart
@@ -502,8 +499,7 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
 
 def unary_kernel(block):
     op = block[0]
-    a = desc(block[1])
-    o = desc(block[2])
+    a, o = descs(block, 1, 2)
     lo = bits_to_f64(block[3])
     hi = bits_to_f64(block[4])
     part, npart, least = block[5], block[6], block[7]

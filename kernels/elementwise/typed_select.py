@@ -26,7 +26,7 @@ from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, 
 from pyruntime.kernels.fast.broadcast import bcast_dim, bcast_size
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
-                             ST_I32, ST_I64, ST_U8, bits_to_f64, desc, flat, is_contiguous,
+                             ST_I32, ST_I64, ST_U8, bits_to_f64, desc, descs, flat, is_contiguous,
                              lazy, ptr_like, resize_like, resize_to)
 from pyruntime.kernels.fast.nb import scratch
 
@@ -68,15 +68,14 @@ def _pred_typed(op, a, o, s, m):
         return NOT_SUPPORTED
     x = flat(a, m)
     z = flat(o, np.uint8(0))
-    for i in range(o[3]):
+    for i in range(o[D_NUMEL]):
         z[i] = np.uint8(1) if _cmp(op, x[i], s) else np.uint8(0)
     return OK
 
 
 def pred_kernel(block):
     op = block[0]
-    a = desc(block[1])
-    o = desc(block[2])
+    a, o = descs(block, 1, 2)
     si = block[3]
     sf = bits_to_f64(block[4])
     if o[D_DTYPE] != ST_BOOL:
@@ -141,8 +140,7 @@ COMPARE = {f"aten::{_name}.Scalar_out": _cmp_binder(_op) for _name, _op in (
 # ---- any ------------------------------------------------------------------------------
 
 def any_kernel(block):
-    a = desc(block[0])
-    o = desc(block[1])
+    a, o = descs(block, 0, 2)
     d = block[2]  # reduced dim, or -1 for all
     keep = block[3]
     w = scratch(block[4], 16)
@@ -218,7 +216,7 @@ W_WORDS = 80
 @njit(inline="always")
 def _where_typed(c, a, b, o, w, m):
     nd = o[D_NDIM]
-    nc, na, nb = c[2], a[2], b[2]
+    nc, na, nb = c[D_NDIM], a[D_NDIM], b[D_NDIM]
     if nc > nd or na > nd or nb > nd:
         return INVALID_ARGUMENT
     for i in range(nd):
@@ -240,8 +238,8 @@ def _where_typed(c, a, b, o, w, m):
     x = flat(a, m)
     y = flat(b, m)
     z = flat(o, m)
-    if is_contiguous(o) and c[3] == n and a[3] == n and b[3] == n and is_contiguous(c) \
-            and is_contiguous(a) and is_contiguous(b):
+    if is_contiguous(o) and c[D_NUMEL] == n and a[D_NUMEL] == n and b[D_NUMEL] == n \
+            and is_contiguous(c) and is_contiguous(a) and is_contiguous(b):
         for i in range(n):
             z[i] = x[i] if cx[i] != 0 else y[i]
         return OK
@@ -276,10 +274,7 @@ def _where_typed(c, a, b, o, w, m):
 
 
 def where_kernel(block):
-    c = desc(block[0])
-    a = desc(block[1])
-    b = desc(block[2])
-    o = desc(block[3])
+    c, a, b, o = descs(block, 0, 4)
     w = scratch(block[4], W_WORDS)
     dt = o[D_DTYPE]
     if dt == ST_F32:
@@ -307,7 +302,7 @@ def bind_where(ctx, condition, self, other, out):
 @njit(inline="always")
 def _fill_typed(o, v, m):
     z = flat(o, m)
-    for i in range(o[3]):
+    for i in range(o[D_NUMEL]):
         z[i] = v
     return OK
 
@@ -381,12 +376,12 @@ def bind_scalar_tensor(ctx, s, out):
 @njit(inline="always")
 def _put_typed(x, ix, v, o, k, w, m):
     nd = x[D_NDIM]
-    nv = v[2]
+    nv = v[D_NDIM]
     n = x[D_SIZES + k]
-    cnt = ix[3]
-    i64 = ptr_like(ix[0], np.int64(0))
-    i32 = ptr_like(ix[0], np.int32(0))
-    wide = ix[1] == ST_I64
+    cnt = ix[D_NUMEL]
+    i64 = ptr_like(ix[D_DATA], np.int64(0))
+    i32 = ptr_like(ix[D_DATA], np.int32(0))
+    wide = ix[D_DTYPE] == ST_I64
     for j in range(cnt):  # validate every index before writing anything
         r = i64[j] if wide else np.int64(i32[j])
         if r < -n or r >= n:
@@ -405,7 +400,7 @@ def _put_typed(x, ix, v, o, k, w, m):
     vs = flat(v, m)
     z = flat(o, m)
     total = x[D_NUMEL]
-    if o[0] != x[D_DATA]:
+    if o[D_DATA] != x[D_DATA]:
         for i in range(total):
             z[i] = xs[i]
     if total == 0 or cnt == 0:
@@ -465,10 +460,7 @@ def _put_typed(x, ix, v, o, k, w, m):
 
 
 def index_put_kernel(block):
-    x = desc(block[0])
-    ix = desc(block[1])
-    v = desc(block[2])
-    o = desc(block[3])
+    x, ix, v, o = descs(block, 0, 4)
     k = block[4]
     es = block[5]
     w = scratch(block[6], 32)

@@ -83,7 +83,7 @@ def resize_with(o, a, d, size, w):
 def join_out(block, at, n, o, d, w, stack):
     """Resize ``o`` to the cat (or with ``stack`` the stack) along ``d`` of the ``n`` tensors
     whose descriptors are ``block[at:at + n]``, through ``w[W_OUT:]``; a status."""
-    nd = o[2]
+    nd = o[D_NDIM]
     na = nd - 1 if stack else nd
     first = True
     total = 0

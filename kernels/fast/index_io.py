@@ -96,7 +96,7 @@ def copy_all(a, o, w):
 
 @njit(inline="always")
 def index_at(ix, k):
-    return load_i64(ix[0], ix[1], k)
+    return load_i64(ix[D_DATA], ix[D_DTYPE], k)
 
 
 # Row walks (gather/scatter, masks, top-k): scratch words E sizes, E+16/E+32/E+48 three

@@ -10,7 +10,8 @@ returning an ExecuTorch error code.
 from __future__ import annotations
 
 import numpy as np
-from pyruntime.cython_ext.abi import D_CAP, D_DIMORDER, D_DYN, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import (D_DATA, D_NDIM, D_NUMEL, D_CAP,
+                                      D_DYN, D_SIZES, D_STRIDES, D_DIMORDER)
 from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, overload, types
 from pyruntime.kernels.fast.jit import compile_kernel, lazy  # noqa: F401 - binders' imports
 
@@ -63,15 +64,36 @@ def desc(addr):
     return carray(ptr_like(addr, np.int64(0)), 64)
 
 
+def descs(block, first, count):
+    """``(desc(block[first]), ..., desc(block[first + count - 1]))``: a kernel's run of
+    tensor arguments in one line (numba only; ``first`` and ``count`` literal ints)::
+
+        x, w, o = descs(block, 1, 3)
+    """
+    raise NotImplementedError
+
+
+# not inline="always": Numba's IR inliner miscompiled custom_quantized_sdpa's kernel with it
+# (all-zero outputs); it runs once per kernel call
+@overload(descs)
+def _descs(block, first, count):
+    if not (isinstance(first, types.IntegerLiteral) and isinstance(count, types.IntegerLiteral)):
+        return None  # numba retries with the literal values
+    rows = ", ".join(f"desc(block[{first.literal_value + i}])" for i in range(count.literal_value))
+    scope = {"desc": desc}
+    exec(f"def impl(block, first, count):\n    return ({rows},)\n", scope)
+    return scope["impl"]
+
+
 @njit(inline="always")
 def flat(d, marker):
-    return carray(ptr_like(d[0], marker), max(d[3], 1))
+    return carray(ptr_like(d[D_DATA], marker), max(d[D_NUMEL], 1))
 
 
 @njit(inline="always")
 def flat_cap(d, marker):
     """The data as a typed 1-D array of the tensor's capacity."""
-    return carray(ptr_like(d[0], marker), max(d[4], 1))
+    return carray(ptr_like(d[D_DATA], marker), max(d[D_CAP], 1))
 
 
 @njit(inline="always")
@@ -155,25 +177,44 @@ def resize_like(d, src):
     return OK
 
 
+def lane_sum(term):
+    """A jitted ``total(z, b, n, c)``: the float64 sum of ``term(z[b + i], c)`` over
+    ``i < n`` in four partial sums. No serial dependency chain, so it vectorizes: for sums
+    whose order does not matter (statistics, normalizers). ``term`` is jitted."""
+
+    @njit(inline="always")
+    def total(z, b, n, c):
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        i = 0
+        while i + 4 <= n:
+            s0 += term(z[np.uint64(b + i)], c)
+            s1 += term(z[np.uint64(b + i + 1)], c)
+            s2 += term(z[np.uint64(b + i + 2)], c)
+            s3 += term(z[np.uint64(b + i + 3)], c)
+            i += 4
+        while i < n:
+            s0 += term(z[np.uint64(b + i)], c)
+            i += 1
+        return (s0 + s1) + (s2 + s3)
+
+    return total
+
+
+@njit(inline="always")
+def _itself(v, c):
+    return v
+
+
+_sum_seg = lane_sum(_itself)
+
+
 @njit(inline="always")
 def sum_seg(z, b, n):
-    """float64 sum of z[b:b+n] in four partial sums: no serial dependency chain, so it
-    vectorizes; for statistics whose summation order does not matter."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += z[np.uint64(b + i)]
-        s1 += z[np.uint64(b + i + 1)]
-        s2 += z[np.uint64(b + i + 2)]
-        s3 += z[np.uint64(b + i + 3)]
-        i += 4
-    while i < n:
-        s0 += z[np.uint64(b + i)]
-        i += 1
-    return (s0 + s1) + (s2 + s3)
+    """float64 sum of z[b:b+n] in ``lane_sum``'s four partial sums."""
+    return _sum_seg(z, b, n, 0)
 
 
 def cast_like(v, m):
@@ -439,4 +480,4 @@ def offset_in(d, k, nd):
 @njit(inline="always")
 def offset_of(d, k):
     """Storage offset (in elements) of the ``k``-th element in row-major logical order."""
-    return offset_in(d, k, d[2])
+    return offset_in(d, k, d[D_NDIM])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import (D_CAP, D_DATA, D_DIMORDER, D_DTYPE, D_DYN, D_NDIM, D_NUMEL,
-                                      D_SIZES, D_STRIDES)
+from pyruntime.cython_ext.abi import (D_DATA, D_DTYPE, D_NDIM, D_NUMEL,
+                                      D_CAP, D_DYN, D_SIZES, D_STRIDES, D_DIMORDER)
 from pyruntime.kernels.fast.deferred import njit, overload, types
 from pyruntime.kernels.fast.nb import (OK, ST_BF16, ST_F16, ST_F32, ST_F64, ST_I16, ST_I32, ST_I64,
                                        ST_I8, ST_U8, bits_to_f64, cast_like, f32_from_bits,
@@ -76,8 +76,8 @@ def _gather_bf16(dst, src, d, mk):
 def gather_compute(addr, d, mk):
     """Tensor ``d`` -> contiguous compute-dtype buffer at ``addr``."""
     dst = ptr_like(addr, mk)
-    st, a = d[1], d[0]
-    if d[3] == 0:
+    st, a = d[D_DTYPE], d[D_DATA]
+    if d[D_NUMEL] == 0:
         return
     if st == ST_F32:
         _gather_typed(dst, ptr_like(a, np.float32(0)), d, mk)
@@ -163,19 +163,19 @@ def _scatter_any(addr, st, src, d, isint):
 def scatter_compute(addr, d, mk, isint):
     """Contiguous compute-dtype buffer at ``addr`` -> out ``d`` (already resized), cast."""
     src = ptr_like(addr, mk)
-    st = d[1]
-    if d[3] == 0:
+    st = d[D_DTYPE]
+    if d[D_NUMEL] == 0:
         return
     if st == ST_F32 and not isint:
-        _scatter_float(ptr_like(d[0], np.float32(0)), src, d, np.float32(0))
+        _scatter_float(ptr_like(d[D_DATA], np.float32(0)), src, d, np.float32(0))
     elif st == ST_F64 and not isint:
-        _scatter_float(ptr_like(d[0], np.float64(0)), src, d, np.float64(0))
+        _scatter_float(ptr_like(d[D_DATA], np.float64(0)), src, d, np.float64(0))
     elif st == ST_F16 and not isint:
-        _scatter_f16(ptr_like(d[0], np.uint16(0)), src, d)
+        _scatter_f16(ptr_like(d[D_DATA], np.uint16(0)), src, d)
     elif st == ST_BF16 and not isint:
-        _scatter_bf16(ptr_like(d[0], np.uint16(0)), src, d)
+        _scatter_bf16(ptr_like(d[D_DATA], np.uint16(0)), src, d)
     else:
-        _scatter_any(d[0], st, src, d, isint)
+        _scatter_any(d[D_DATA], st, src, d, isint)
 
 
 @njit

@@ -114,7 +114,7 @@ def plane_offsets(d, P):
     """Storage offsets of the P planes (leading dims, row-major) of descriptor ``d``."""
     offs = np.zeros(max(P, 1), np.int64)
     for p in range(P):
-        offs[p] = offset_in(d, p, d[2] - 2)  # over the leading dims
+        offs[p] = offset_in(d, p, d[D_NDIM] - 2)  # over the leading dims
     return offs
 
 

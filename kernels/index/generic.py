@@ -170,7 +170,7 @@ def _adv(block, w):
             w[A_VS] = 0
     else:
         v = desc(block[2])
-        nv = v[2]
+        nv = v[D_NDIM]
         for r in range(nr):
             w[A_VS + r] = 0
         for i in range(nv):

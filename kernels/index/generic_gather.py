@@ -111,8 +111,8 @@ def _gs_bits(op, ix, sp, dp, w, rows, ln, last, sd, m):
     s0 = w[E + 16 + last]
     s1 = w[E + 32 + last]
     s2 = w[E + 48 + last]
-    ip = ix[0]
-    ist = ix[1]
+    ip = ix[D_DATA]
+    ist = ix[D_DTYPE]
     for _ in range(rows):
         b0 = w[R_OFF]
         b1 = w[R_OFF + 1]

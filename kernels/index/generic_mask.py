@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.index_io import ALL, E, MASK, R_OFF, move, next_row, start_rows
@@ -23,9 +23,9 @@ MK_WORDS = MK_OUT + 4
 
 @njit(inline="always")
 def _nonzero_at(a, q):
-    if is_float_st(a[1]):
-        return load_f64(a[0], a[1], q) != 0.0
-    return load_i64(a[0], a[1], q) != 0
+    if is_float_st(a[D_DTYPE]):
+        return load_f64(a[D_DATA], a[D_DTYPE], q) != 0.0
+    return load_i64(a[D_DATA], a[D_DTYPE], q) != 0
 
 
 @njit
@@ -71,7 +71,7 @@ def _masked(op, a, mk, src, o, w):
         w[MK_OUT + 1] = nd
         st = resize_to(o, w[MK_OUT:], 2)
     else:
-        if src[3] < cnt:
+        if src[D_NUMEL] < cnt:
             return INVALID_ARGUMENT
         st = resize_to(o, w[E:], nd)
         for i in range(nd):
@@ -91,15 +91,15 @@ def _masked(op, a, mk, src, o, w):
             if op == K_NONZERO:
                 if _nonzero_at(a, p0):
                     for i in range(nd):
-                        store_i64(o[D_DATA], o[D_DTYPE], q * o[24] + i * o[25],
+                        store_i64(o[D_DATA], o[D_DTYPE], q * o[D_STRIDES] + i * o[D_STRIDES + 1],
                                   j if i == last else w[E + 64 + i])
                     q += 1
             elif m8[b1 + j * s1] != 0:
                 if op == K_SELECT:
-                    move(a[D_DATA], a[D_DTYPE], p0, o[D_DATA], o[D_DTYPE], q * o[24])
+                    move(a[D_DATA], a[D_DTYPE], p0, o[D_DATA], o[D_DTYPE], q * o[D_STRIDES])
                 else:
-                    move(src[0], src[1], q if dense else offset_of(src, q), o[D_DATA], o[D_DTYPE],
-                          b2 + j * s2)
+                    move(src[D_DATA], src[D_DTYPE], q if dense else offset_of(src, q), o[D_DATA],
+                         o[D_DTYPE], b2 + j * s2)
                 q += 1
             elif op == K_SCATTER:
                 move(a[D_DATA], a[D_DTYPE], p0, o[D_DATA], o[D_DTYPE], b2 + j * s2)
@@ -109,10 +109,10 @@ def _masked(op, a, mk, src, o, w):
 
 @njit
 def _repeat(r, o, w, want):
-    n = r[3] if r[2] == 1 else 0
+    n = r[D_NUMEL] if r[D_NDIM] == 1 else 0
     total = 0
     for i in range(n):
-        c = load_i64(r[0], r[1], i * r[24])
+        c = load_i64(r[D_DATA], r[D_DTYPE], i * r[D_STRIDES])
         if c < 0:
             return INVALID_ARGUMENT
         total += c
@@ -124,8 +124,8 @@ def _repeat(r, o, w, want):
         return st
     q = 0
     for i in range(n):
-        for _ in range(load_i64(r[0], r[1], i * r[24])):
-            store_i64(o[0], o[1], q * o[24], i)
+        for _ in range(load_i64(r[D_DATA], r[D_DTYPE], i * r[D_STRIDES])):
+            store_i64(o[D_DATA], o[D_DTYPE], q * o[D_STRIDES], i)
             q += 1
     return OK
 

@@ -23,9 +23,9 @@ TK_HEAP = R_OFF + 4
 @njit(inline="always")
 def _key(a, q):
     """An int64 that orders elements as their values do; NaN largest, -0.0 == 0.0."""
-    if not is_float_st(a[1]):
-        return load_i64(a[0], a[1], q)
-    v = load_f64(a[0], a[1], q)
+    if not is_float_st(a[D_DTYPE]):
+        return load_i64(a[D_DATA], a[D_DTYPE], q)
+    v = load_f64(a[D_DATA], a[D_DTYPE], q)
     if v != v:
         return np.int64(0x7FFFFFFFFFFFFFFF)
     if v == 0.0:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS, W_SZ,
                                                 copy_simplified, resize_with, scratch, simplify)
-from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, OK, ST_I64, desc, lazy, ptr_like, resize_to
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_I64, descs, lazy, ptr_like,
+                                       resize_to)
 from pyruntime.kernels.shape.typed import elem_size
 
 G_TAKE, G_SELECT = 0, 1
@@ -27,20 +28,18 @@ INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
 def gather_kernel(block):
     mode = block[0]
-    x = desc(block[1])
-    ix = desc(block[2])
-    o = desc(block[3])
+    x, ix, o = descs(block, 1, 3)
     w = scratch(block[4])
     es = block[5]
     d = block[6]
     neg = block[7]
-    nx = x[2]
-    ni = ix[2]
-    k_count = ix[3]
+    nx = x[D_NDIM]
+    ni = ix[D_NDIM]
+    k_count = ix[D_NUMEL]
     n = x[D_SIZES + d]
-    i64 = ptr_like(ix[0], np.int64(0))
-    i32 = ptr_like(ix[0], np.int32(0))
-    wide = ix[1] == ST_I64
+    i64 = ptr_like(ix[D_DATA], np.int64(0))
+    i32 = ptr_like(ix[D_DATA], np.int32(0))
+    wide = ix[D_DTYPE] == ST_I64
     for k in range(k_count):  # validate every index before writing anything
         v = i64[k] if wide else np.int64(i32[k])
         if v < 0 and neg != 0:
@@ -82,7 +81,7 @@ def gather_kernel(block):
                 r //= s
         else:
             off = k * o[D_STRIDES + d]
-        copy_simplified(x[0] + v * xs * es, o[0] + off * es, w, nr, es)
+        copy_simplified(x[D_DATA] + v * xs * es, o[D_DATA] + off * es, w, nr, es)
     return OK
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext import from_numpy_dtype, to_numpy_dtype
-from pyruntime.cython_ext.abi import D_NDIM, D_NUMEL, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast.blas import matmul_strided
 from pyruntime.kernels.fast.deferred import njit, overload, types
 from pyruntime.kernels.fast.nn_io import SUPPORTED, cv, gather_compute, scal, scatter_compute, wrap
@@ -116,19 +116,20 @@ def _dot_direct(pa, b, m, n, k, pc, mk):
     """One row times linear's weight, read in place (when contiguous and floating): where
     BLAS gemm would pack all of the weight, and a converted copy would triple the
     memory traffic. Returns False when the weight does not qualify."""
-    st = b[1]
-    if (b[2] == 2 and (b[24] != k or b[25] != 1)) or (b[2] == 1 and b[24] != 1):
+    st = b[D_DTYPE]
+    if (b[D_NDIM] == 2 and (b[D_STRIDES] != k or b[D_STRIDES + 1] != 1)) or (b[D_NDIM] == 1
+                                                                             and b[D_STRIDES] != 1):
         return False
     A = ptr_like(pa, mk)
     C = ptr_like(pc, mk)
     if st == ST_F32:
-        _dot_typed(A, ptr_like(b[0], np.float32(0)), m, n, k, C, mk)
+        _dot_typed(A, ptr_like(b[D_DATA], np.float32(0)), m, n, k, C, mk)
     elif st == ST_F64:
-        _dot_typed(A, ptr_like(b[0], np.float64(0)), m, n, k, C, mk)
+        _dot_typed(A, ptr_like(b[D_DATA], np.float64(0)), m, n, k, C, mk)
     elif st == ST_F16:
-        _dot_f16(A, ptr_like(b[0], np.uint16(0)), m, n, k, C, mk)
+        _dot_f16(A, ptr_like(b[D_DATA], np.uint16(0)), m, n, k, C, mk)
     elif st == ST_BF16:
-        _dot_bf16(A, ptr_like(b[0], np.uint16(0)), m, n, k, C, mk)
+        _dot_bf16(A, ptr_like(b[D_DATA], np.uint16(0)), m, n, k, C, mk)
     else:
         return False
     return True
@@ -165,15 +166,16 @@ def _mm_run(block, mk, item):
     sz = scratch(block[M_INTS], 16)
     nb = 1
     if op == OP_BMM:
-        if a[D_NDIM] != 3 or b[D_NDIM] != 3 or a[8] != b[8] or a[10] != b[9]:
+        if (a[D_NDIM] != 3 or b[D_NDIM] != 3 or a[D_SIZES] != b[D_SIZES]
+                or a[D_SIZES + 2] != b[D_SIZES + 1]):
             return INVALID_ARGUMENT
-        nb, m, k, n = a[8], a[9], a[10], b[10]
+        nb, m, k, n = a[D_SIZES], a[D_SIZES + 1], a[D_SIZES + 2], b[D_SIZES + 2]
         sz[0], sz[1], sz[2] = nb, m, n
         onr = 3
     elif op == OP_LINEAR:  # input (..., k) @ weight (n, k).T, or @ weight (k,)
         nd = a[D_NDIM]
         k = a[D_SIZES + nd - 1]
-        n = b[8] if b[D_NDIM] == 2 else 1
+        n = b[D_SIZES] if b[D_NDIM] == 2 else 1
         if b[D_SIZES + b[D_NDIM] - 1] != k:
             return INVALID_ARGUMENT
         m = 1
@@ -185,9 +187,9 @@ def _mm_run(block, mk, item):
             sz[nd - 1] = n
             onr = nd
     else:
-        if a[D_NDIM] != 2 or b[D_NDIM] != 2 or a[9] != b[8]:
+        if a[D_NDIM] != 2 or b[D_NDIM] != 2 or a[D_SIZES + 1] != b[D_SIZES]:
             return INVALID_ARGUMENT
-        m, k, n = a[8], a[9], b[9]
+        m, k, n = a[D_SIZES], a[D_SIZES + 1], b[D_SIZES + 1]
         sz[0], sz[1] = m, n
         onr = 2
     bmode = block[M_BMODE]
@@ -196,7 +198,7 @@ def _mm_run(block, mk, item):
     if bmode:  # the bias / self broadcast over (m, n): rank <= 2, checked at bind
         s = desc(block[M_S])
         r = s[D_NDIM]
-        sm = s[8] if r == 2 else 1
+        sm = s[D_SIZES] if r == 2 else 1
         sn = s[D_SIZES + r - 1] if r >= 1 else 1
         if (sm != 1 and sm != m) or (sn != 1 and sn != n):
             return INVALID_ARGUMENT

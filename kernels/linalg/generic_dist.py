@@ -24,7 +24,7 @@ def _pnorm(a, ab, at, b, bb, bt, M, p):
     """p-norm of row a[ab + k*at] - b[bb + k*bt] over k < M, with ATen's special cases."""
     s = 0.0
     for k in range(M):
-        d = abs(ldx(a[0], a[1], ab + k * at) - ldx(b[0], b[1], bb + k * bt))
+        d = abs(ldx(a[D_DATA], a[D_DTYPE], ab + k * at) - ldx(b[D_DATA], b[D_DTYPE], bb + k * bt))
         if p == 0.0:
             s += 1.0 if d != 0.0 else 0.0
         elif p == 1.0:
@@ -47,7 +47,7 @@ def _pnorm(a, ab, at, b, bb, bt, M, p):
 def _sqnorm(a, ab, at, M):
     s = 0.0
     for k in range(M):
-        v = ldx(a[0], a[1], ab + k * at)
+        v = ldx(a[D_DATA], a[D_DTYPE], ab + k * at)
         s += v * v
     return s
 
@@ -117,9 +117,9 @@ def _cdist(a, b, o, p, mode, sc):
 
 @njit
 def _pdist(x, o, p, sc):
-    if x[2] != 2 or o[2] != 1:
+    if x[D_NDIM] != 2 or o[D_NDIM] != 1:
         return INVALID_ARGUMENT
-    N, M = x[8], x[9]
+    N, M = x[D_SIZES], x[D_SIZES + 1]
     sc[0] = N * (N - 1) // 2
     st = resize_to(o, sc, 1)
     if st != OK:
@@ -127,8 +127,10 @@ def _pdist(x, o, p, sc):
     q = 0
     for i in range(N):
         for j in range(i + 1, N):
-            stx(o[0], o[1], q * o[24],
-                      _pnorm(x, i * x[24], x[25], x, j * x[24], x[25], M, p))
+            stx(o[D_DATA], o[D_DTYPE], q * o[D_STRIDES], _pnorm(x, i * x[D_STRIDES],
+                                                                x[D_STRIDES + 1], x,
+                                                                j * x[D_STRIDES], x[D_STRIDES + 1],
+                                                                M, p))
             q += 1
     return OK
 

@@ -41,7 +41,7 @@ def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1, c0, c1):
     """Rows [r0, r1), columns [c0, c1) of out (m x n, contiguous) = out * alpha + s * beta
     (just out + s unless ``scaled``), ``s`` rank <= 2 broadcast. Returns a status."""
     r = s[D_NDIM]
-    sm, rs = (s[8], s[24]) if r == 2 else (1, 0)
+    sm, rs = (s[D_SIZES], s[D_STRIDES]) if r == 2 else (1, 0)
     sn = s[D_SIZES + r - 1] if r >= 1 else 1
     cs = s[D_STRIDES + r - 1] if r >= 1 else 0
     if r > 2 or (sm != 1 and sm != m) or (sn != 1 and sn != n):
@@ -49,7 +49,7 @@ def _add_bias(o, s, m, n, alpha, beta, scaled, mk, r0, r1, c0, c1):
     rs = rs if sm != 1 else 0
     cs = cs if sn != 1 else 0
     x = ptr_like(s[D_DATA], mk)
-    z = ptr_like(o[0], mk)
+    z = ptr_like(o[D_DATA], mk)
     for i in range(r0, r1):
         for j in range(c0, c1):
             if scaled:
@@ -67,16 +67,17 @@ def _matmul(block, alpha, beta, mk, item):
     o = desc(block[K_O])
     nb = 1
     if op == OP_BMM:
-        if a[D_NDIM] != 3 or b[D_NDIM] != 3 or a[8] != b[8] or a[10] != b[9]:
+        if (a[D_NDIM] != 3 or b[D_NDIM] != 3 or a[D_SIZES] != b[D_SIZES]
+                or a[D_SIZES + 2] != b[D_SIZES + 1]):
             return INVALID_ARGUMENT
-        nb, m, k, n = a[8], a[9], a[10], b[10]
+        nb, m, k, n = a[D_SIZES], a[D_SIZES + 1], a[D_SIZES + 2], b[D_SIZES + 2]
         st = resize_to(o, (nb, m, n), 3)
-        ars, acs, brs, bcs = a[25], a[26], b[25], b[26]
+        ars, acs, brs, bcs = a[D_STRIDES + 1], a[D_STRIDES + 2], b[D_STRIDES + 1], b[D_STRIDES + 2]
     elif op == OP_LINEAR:  # input (..., k) @ weight(n, k).T + bias
         nd = a[D_NDIM]
-        if nd < 1 or b[D_NDIM] != 2 or a[D_SIZES + nd - 1] != b[9] or o[D_NDIM] != nd:
+        if nd < 1 or b[D_NDIM] != 2 or a[D_SIZES + nd - 1] != b[D_SIZES + 1] or o[D_NDIM] != nd:
             return INVALID_ARGUMENT
-        k, n = b[9], b[8]
+        k, n = b[D_SIZES + 1], b[D_SIZES]
         m = 1
         sizes = np.empty(16, np.int64)
         for i in range(nd - 1):
@@ -85,13 +86,14 @@ def _matmul(block, alpha, beta, mk, item):
         sizes[nd - 1] = n
         st = resize_to(o, sizes, nd)
         # a rank-2 input may be transposed; higher ranks are contiguous (checked at bind)
-        ars, acs, brs, bcs = (a[24] if nd == 2 else k), a[D_STRIDES + nd - 1], b[25], b[24]
+        ars, acs = (a[D_STRIDES] if nd == 2 else k), a[D_STRIDES + nd - 1]
+        brs, bcs = b[D_STRIDES + 1], b[D_STRIDES]
     else:  # mm / addmm
-        if a[D_NDIM] != 2 or b[D_NDIM] != 2 or a[9] != b[8]:
+        if a[D_NDIM] != 2 or b[D_NDIM] != 2 or a[D_SIZES + 1] != b[D_SIZES]:
             return INVALID_ARGUMENT
-        m, k, n = a[8], a[9], b[9]
+        m, k, n = a[D_SIZES], a[D_SIZES + 1], b[D_SIZES + 1]
         st = resize_to(o, (m, n), 2)
-        ars, acs, brs, bcs = a[24], a[25], b[24], b[25]
+        ars, acs, brs, bcs = a[D_STRIDES], a[D_STRIDES + 1], b[D_STRIDES], b[D_STRIDES + 1]
     npart, part = block[K_NPART], block[K_PART]
     if st != OK:
         return st
@@ -121,8 +123,9 @@ def _matmul(block, alpha, beta, mk, item):
     else:  # sizes over the bind-time bound: allocate
         scr = np.empty(need, type(mk))
     for i in range(nb):  # (a packed B is never batched)
-        ordered_gemm(r1 - r0, c1 - c0, k, a[D_DATA] + (i * a[24] + r0 * ars) * item, ars, acs,
-                     b[D_DATA] + (i * b[24] + c0 * bcs) * item, brs, bcs,
+        ordered_gemm(r1 - r0, c1 - c0, k,
+                     a[D_DATA] + (i * a[D_STRIDES] + r0 * ars) * item, ars, acs,
+                     b[D_DATA] + (i * b[D_STRIDES] + c0 * bcs) * item, brs, bcs,
                      o[D_DATA] + ((i * m + r0) * n + c0) * item, n, scr, mk, item, pw, pwk,
                      block[K_FMA])
     if op == OP_LINEAR and block[K_S] != 0:

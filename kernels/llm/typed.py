@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.llm.typed_attention import fits as few_rows_fits_py
@@ -33,7 +33,7 @@ from pyruntime.kernels.llm.typed_attention import scratch_nb as few_rows_scratch
 from pyruntime.kernels.llm.typed_attention import weighted_values as few_rows_values
 from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_F32, bits_to_f64, desc, descs,
                                        f32_from_bits, is_contiguous, lazy, load_f64, offset_of,
                                        ptr_like, resize_like, resize_to, same_shape, store_f64,
                                        sum_seg)
@@ -74,24 +74,26 @@ def _copy(sa, so, ss, da, do, ds, n, esize):
 @njit
 def _copy_pos(v, c, b, s, pos, esize):
     """cache[b, pos] = value[b, s] (all heads)."""
-    for h in range(v[10]):
-        _copy(v[0], b * v[24] + s * v[25] + h * v[26], v[27],
-              c[0], b * c[24] + pos * c[25] + h * c[26], c[27], v[11], esize)
+    for h in range(v[D_SIZES + 2]):
+        _copy(v[D_DATA], b * v[D_STRIDES] + s * v[D_STRIDES + 1] + h * v[D_STRIDES + 2],
+              v[D_STRIDES + 3], c[D_DATA], b * c[D_STRIDES] + pos * c[D_STRIDES + 1]
+              + h * c[D_STRIDES + 2], c[D_STRIDES + 3], v[D_SIZES + 3], esize)
 
 
 @njit
 def _cache_ok(v, c):
-    return v[2] == 4 and c[2] == 4 and v[8] == c[8] and v[10] == c[10] and v[11] == c[11]
+    return (v[D_NDIM] == 4 and c[D_NDIM] == 4 and v[D_SIZES] == c[D_SIZES]
+            and v[D_SIZES + 2] == c[D_SIZES + 2] and v[D_SIZES + 3] == c[D_SIZES + 3])
 
 
 @njit
 def _update(v, c, start, esize):
     if not _cache_ok(v, c):
         return INVALID_ARGUMENT
-    seq, cap = v[9], c[9]
+    seq, cap = v[D_SIZES + 1], c[D_SIZES + 1]
     if start < 0 or start >= cap or start + seq > cap:
         return INVALID_ARGUMENT
-    for b in range(v[8]):
+    for b in range(v[D_SIZES]):
         for s in range(seq):
             _copy_pos(v, c, b, s, start + s, esize)
     return OK
@@ -101,18 +103,18 @@ def _update(v, c, start, esize):
 def _update_indices(v, c, ix, esize):
     if not _cache_ok(v, c):
         return INVALID_ARGUMENT
-    nb, seq, cap = v[8], v[9], c[9]
-    if ix[2] != 2 or ix[8] != nb or ix[9] != seq:
+    nb, seq, cap = v[D_SIZES], v[D_SIZES + 1], c[D_SIZES + 1]
+    if ix[D_NDIM] != 2 or ix[D_SIZES] != nb or ix[D_SIZES + 1] != seq:
         return INVALID_ARGUMENT
-    p = ptr_like(ix[0], np.int64(0))
+    p = ptr_like(ix[D_DATA], np.int64(0))
     for b in range(nb):  # every index is checked before anything is written
         for s in range(seq):
-            pos = p[b * ix[24] + s * ix[25]]
+            pos = p[b * ix[D_STRIDES] + s * ix[D_STRIDES + 1]]
             if pos < 0 or pos >= cap:
                 return INVALID_ARGUMENT
     for b in range(nb):
         for s in range(seq):
-            _copy_pos(v, c, b, s, p[b * ix[24] + s * ix[25]], esize)
+            _copy_pos(v, c, b, s, p[b * ix[D_STRIDES] + s * ix[D_STRIDES + 1]], esize)
     return OK
 
 
@@ -122,18 +124,18 @@ def _update_indices(v, c, ix, esize):
 def f32_stage(d, st, rows, buf, back):
     """Convert ``d[:, :rows]`` (4-d, scalar type ``st``, any strides) into the packed
     float32 buffer at ``buf``, or (``back``) the buffer back into it."""
-    nb, nh, nd = d[8], d[10], d[11]
+    nb, nh, nd = d[D_SIZES], d[D_SIZES + 2], d[D_SIZES + 3]
     p = ptr_like(buf, np.float32(0))
     k = 0
     for b in range(nb):
         for s in range(rows):
             for h in range(nh):
-                base = b * d[24] + s * d[25] + h * d[26]
+                base = b * d[D_STRIDES] + s * d[D_STRIDES + 1] + h * d[D_STRIDES + 2]
                 for i in range(nd):
                     if back:
-                        store_f64(d[0], st, base + i * d[27], np.float64(p[k]))
+                        store_f64(d[D_DATA], st, base + i * d[D_STRIDES + 3], np.float64(p[k]))
                     else:
-                        p[k] = np.float32(load_f64(d[0], st, base + i * d[27]))
+                        p[k] = np.float32(load_f64(d[D_DATA], st, base + i * d[D_STRIDES + 3]))
                     k += 1
 
 
@@ -141,13 +143,13 @@ def f32_stage(d, st, rows, buf, back):
 def _f32_rows(d, st, rows, buf, strides):
     """Address and (batch, seq, head) strides of ``d[:, :rows]`` as float32 with a unit
     innermost stride: in place when it already is, else converted into ``buf``."""
-    if st == ST_F32 and (d[27] == 1 or d[11] <= 1):
-        strides[0] = d[24]
-        strides[1] = d[25]
-        strides[2] = d[26]
-        return d[0]
+    if st == ST_F32 and (d[D_STRIDES + 3] == 1 or d[D_SIZES + 3] <= 1):
+        strides[0] = d[D_STRIDES]
+        strides[1] = d[D_STRIDES + 1]
+        strides[2] = d[D_STRIDES + 2]
+        return d[D_DATA]
     f32_stage(d, st, rows, buf, False)
-    nh, nd = d[10], d[11]
+    nh, nd = d[D_SIZES + 2], d[D_SIZES + 3]
     strides[0] = rows * nh * nd
     strides[1] = nh * nd
     strides[2] = nd
@@ -220,7 +222,7 @@ def _softmax_rows(psc, rows, per, L, start, scale, causal, has_mask, m, mst):
         end = row + vis
         if has_mask:
             for j in range(row, end):
-                mv = load_f64(m[0], mst, i * m[24] + (j - row) * m[25])
+                mv = load_f64(m[D_DATA], mst, i * m[D_STRIDES] + (j - row) * m[D_STRIDES + 1])
                 sc[j] = sc[j] * scale + np.float32(mv)
         else:
             for j in range(row, end):
@@ -241,17 +243,18 @@ def attn_span(mask_addr, q, S, kv, start):
     attend): -1 positions for a mask that is not (S, kv) or S rows from ``start`` past kv."""
     if mask_addr != 0:
         m = desc(mask_addr)
-        return m, kv if m[D_NDIM] == 2 and m[8] == S and m[9] == kv else -1
+        return m, kv if m[D_NDIM] == 2 and m[D_SIZES] == S and m[D_SIZES + 1] == kv else -1
     return q, start + S if start >= 0 and start + S <= kv else -1
 
 
 @njit
 def _sdpa(blk, q, k, v, o, start):
     fn = blk[1]
-    nb, S, hq, D = q[8], q[9], q[10], q[11]
-    if q[2] != 4 or k[2] != 4 or not same_shape(k, v) or k[8] != nb or k[11] != D:
+    nb, S, hq, D = q[D_SIZES], q[D_SIZES + 1], q[D_SIZES + 2], q[D_SIZES + 3]
+    if (q[D_NDIM] != 4 or k[D_NDIM] != 4 or not same_shape(k, v) or k[D_SIZES] != nb
+            or k[D_SIZES + 3] != D):
         return INVALID_ARGUMENT
-    hk, kv = k[10], k[9]
+    hk, kv = k[D_SIZES + 2], k[D_SIZES + 1]
     if hk == 0 or hq % hk:
         return INVALID_ARGUMENT
     causal = blk[7] != 0
@@ -278,9 +281,9 @@ def _sdpa(blk, q, k, v, o, start):
     qa = _f32_rows(q, ist, S, blk[13], qs)
     ka = _f32_rows(k, ist, L, blk[14], ks)
     va = _f32_rows(v, ist, L, blk[15], vs)
-    direct = ost == ST_F32 and (o[27] == 1 or D <= 1)
+    direct = ost == ST_F32 and (o[D_STRIDES + 3] == 1 or D <= 1)
     if direct:
-        oa, ob, osq, oh = o[0], o[24], o[25], o[26]
+        oa, ob, osq, oh = o[D_DATA], o[D_STRIDES], o[D_STRIDES + 1], o[D_STRIDES + 2]
     else:
         oa, ob, osq, oh = blk[16], S * hq * D, hq * D, D
     mst = blk[12]
@@ -359,7 +362,8 @@ def _hadamard(x, o, st, buf, cap):
                     row[i + h] = a - bb
             h *= 2
         for j in range(n):
-            store_f64(o[0], st, k0 + j if oc else offset_of(o, k0 + j), np.float64(row[j] * norm))
+            store_f64(o[D_DATA], st, k0 + j if oc else offset_of(o, k0 + j),
+                      np.float64(row[j] * norm))
     return OK
 
 
@@ -372,11 +376,9 @@ def llm_kernel(blk):
     if op == OP_UPDATE_IDX:
         return _update_indices(desc(blk[2]), desc(blk[3]), desc(blk[4]), blk[5])
     start = ptr_like(blk[5], np.int64(0))[0]
-    k = desc(blk[3])
-    v = desc(blk[4])
+    k, v = descs(blk, 3, 2)
     if op == OP_SDPA_KV:  # key/value into the caches first, as the reference does
-        k_new = desc(blk[19])
-        v_new = desc(blk[20])
+        k_new, v_new = descs(blk, 19, 2)
         if not same_shape(k, v):
             return INVALID_ARGUMENT
         esize = blk[21]

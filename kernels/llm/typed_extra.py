@@ -31,8 +31,8 @@ from pyruntime.kernels.fast.copy_engine import SCRATCH_WORDS, W_DS, W_SS, W_SZ, 
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.llm.typed import attn_span
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8,
-                                       bits_to_f64, desc, is_contiguous, lazy, load_f64, ptr_like,
-                                       resize_to, store_f64)
+                                       bits_to_f64, desc, descs, is_contiguous, lazy, load_f64,
+                                       ptr_like, resize_to, store_f64)
 
 F32 = np.dtype(np.float32)
 NEG_INF = -np.inf
@@ -51,7 +51,7 @@ def _checked(check, *args) -> bool:
 
 @njit(inline="always")
 def _off(t, b, s, h, d, sd, hd):
-    return b * t[24] + s * t[D_STRIDES + sd] + h * t[D_STRIDES + hd] + d * t[27]
+    return b * t[D_STRIDES] + s * t[D_STRIDES + sd] + h * t[D_STRIDES + hd] + d * t[D_STRIDES + 3]
 
 
 @njit(inline="always")
@@ -103,7 +103,7 @@ def _qparams(zq, sq, b, s, h, sd, hd, quant):
 @njit
 def _qparams_ok(t, zq, sq):
     for a in (desc(zq), desc(sq)):
-        if a[2] != 4 or a[11] < 1:
+        if a[D_NDIM] != 4 or a[D_SIZES + 3] < 1:
             return False
         for i in range(3):
             if a[D_SIZES + i] != t[D_SIZES + i]:
@@ -112,21 +112,18 @@ def _qparams_ok(t, zq, sq):
 
 
 def sdpa_kernel(block):
-    q = desc(block[0])
-    k = desc(block[1])
-    v = desc(block[2])
-    o = desc(block[3])
+    q, k, v, o = descs(block, 0, 4)
     quant = block[5] != 0
     start = block[6]
     causal = block[7] != 0
     sd, hd = (2, 1) if block[8] != 0 else (1, 2)
     scale32 = np.float32(bits_to_f64(block[9]))
-    nb, ns, nh, nd = q[8], q[D_SIZES + sd], q[D_SIZES + hd], q[11]
+    nb, ns, nh, nd = q[D_SIZES], q[D_SIZES + sd], q[D_SIZES + hd], q[D_SIZES + 3]
     nl, nhk = k[D_SIZES + sd], k[D_SIZES + hd]
     for i in range(4):
         if v[D_SIZES + i] != k[D_SIZES + i]:
             return INVALID_ARGUMENT
-    if k[8] != nb or k[11] != nd or nhk <= 0 or nh % nhk != 0:
+    if k[D_SIZES] != nb or k[D_SIZES + 3] != nd or nhk <= 0 or nh % nhk != 0:
         return INVALID_ARGUMENT
     if quant and not (_qparams_ok(q, block[10], block[11]) and _qparams_ok(k, block[12], block[13])
                       and _qparams_ok(v, block[14], block[15])):
@@ -163,7 +160,8 @@ def sdpa_kernel(block):
                         scores[j] = NEG_INF
                         continue
                     kz, ks = _qparams(block[12], block[13], b, j, kh, sd, hd, quant)
-                    dot = _dot(k[D_DATA], k[D_DTYPE], _off(k, b, j, kh, 0, sd, hd), k[27], qrow, nd)
+                    dot = _dot(k[D_DATA], k[D_DTYPE], _off(k, b, j, kh, 0, sd, hd),
+                               k[D_STRIDES + 3], qrow, nd)
                     if quant:
                         dot = ks * (dot - kz * qsum)
                     s32 = np.float32(np.float32(dot) * scale32)
@@ -187,7 +185,8 @@ def sdpa_kernel(block):
                     if quant:
                         p *= vs
                         shift += p * vz
-                    _axpy(acc, p, v[D_DATA], v[D_DTYPE], _off(v, b, j, kh, 0, sd, hd), v[27], nd)
+                    _axpy(acc, p, v[D_DATA], v[D_DTYPE], _off(v, b, j, kh, 0, sd, hd),
+                          v[D_STRIDES + 3], nd)
                 for d in range(nd):
                     store_f64(o[D_DATA], o[D_DTYPE], _off(o, b, i, h, d, sd, hd), acc[d] - shift)
     return OK
@@ -214,22 +213,18 @@ def bind_custom_quantized_sdpa(ctx, query, key, value, start_pos, attn_mask, drp
 # ---- gated delta rule -----------------------------------------------------------------
 
 def gdr_kernel(block):
-    q = desc(block[0])
-    k = desc(block[1])
-    v = desc(block[2])
-    g = desc(block[3])
-    bt = desc(block[4])
-    s0 = desc(block[5])
-    o = desc(block[6])
-    fs = desc(block[7])
-    nb, nh, nt, nk = q[8], q[9], q[10], q[11]
-    nhs, nv = k[9], v[11]
+    q, k, v, g, bt, s0, o, fs = descs(block, 0, 8)
+    nb, nh, nt, nk = q[D_SIZES], q[D_SIZES + 1], q[D_SIZES + 2], q[D_SIZES + 3]
+    nhs, nv = k[D_SIZES + 1], v[D_SIZES + 3]
     scalar = g[D_NDIM] == 3
-    if (k[8] != nb or k[10] != nt or k[11] != nk or nhs <= 0 or nh % nhs != 0
-            or v[8] != nb or v[9] != nhs or v[10] != nt
-            or g[8] != nb or g[9] != nhs or g[10] != nt or (not scalar and g[11] != nk)
-            or bt[8] != nb or bt[9] != nhs or bt[10] != nt
-            or s0[8] != nb or s0[9] != nhs or s0[10] != nk or s0[11] != nv):
+    if (k[D_SIZES] != nb or k[D_SIZES + 2] != nt or k[D_SIZES + 3] != nk or nhs <= 0
+            or nh % nhs != 0
+            or v[D_SIZES] != nb or v[D_SIZES + 1] != nhs or v[D_SIZES + 2] != nt
+            or g[D_SIZES] != nb or g[D_SIZES + 1] != nhs or g[D_SIZES + 2] != nt
+            or (not scalar and g[D_SIZES + 3] != nk)
+            or bt[D_SIZES] != nb or bt[D_SIZES + 1] != nhs or bt[D_SIZES + 2] != nt
+            or s0[D_SIZES] != nb or s0[D_SIZES + 1] != nhs or s0[D_SIZES + 2] != nk
+            or s0[D_SIZES + 3] != nv):
         return INVALID_ARGUMENT
     for t in (q, k, v, g, bt, s0):
         if not is_contiguous(t):
@@ -403,16 +398,15 @@ def _route(scores, sel, idx, wts, nt, ne, kk, sigmoid, rs):
 
 
 def moe_kernel(block):
-    x = desc(block[0])
-    gw = desc(block[1])
+    x, gw = descs(block, 0, 2)
     o = desc(block[5])
     kk, ne, nf, nd, gs, nbit = block[6], block[7], block[8], block[9], block[10], block[11]
     sigmoid = block[12] != 0
     rs = np.float32(bits_to_f64(block[13]))
     fn, tmax = block[14], block[17]
-    if x[D_NDIM] != 2 or x[9] != nd or x[8] > tmax or not is_contiguous(x):
+    if x[D_NDIM] != 2 or x[D_SIZES + 1] != nd or x[D_SIZES] > tmax or not is_contiguous(x):
         return INVALID_ARGUMENT
-    nt = x[8]
+    nt = x[D_SIZES]
     st = resize_to(o, (nt, nd), 2)
     if st != OK:
         return st
@@ -503,8 +497,7 @@ OP_FALLBACK, OP_TILE = 0, 1
 
 
 def move_kernel(block):
-    a = desc(block[1])
-    o = desc(block[2])
+    a, o = descs(block, 1, 2)
     w = scratch(block[3])
     es = block[4]
     if block[0] == OP_FALLBACK:
@@ -520,7 +513,7 @@ def move_kernel(block):
         copy_nd(a[D_DATA], o[D_DATA], w, nd, es)
         return OK
     ts = block[5]
-    c, hh, ww = a[8], a[9], a[10]
+    c, hh, ww = a[D_SIZES], a[D_SIZES + 1], a[D_SIZES + 2]
     if hh % ts != 0 or ww % ts != 0:
         return INVALID_ARGUMENT
     nh, nw = hh // ts, ww // ts
@@ -529,8 +522,9 @@ def move_kernel(block):
         return st
     # iterate (tile row, tile col, channel, y, x) over the input's strides
     sizes = (nh, nw, c, ts, ts)
-    src = (ts * a[25], ts * a[26], a[24], a[25], a[26])
-    dst = (nw * o[24], o[24], o[25], o[26], o[27])
+    src = (ts * a[D_STRIDES + 1], ts * a[D_STRIDES + 2], a[D_STRIDES], a[D_STRIDES + 1],
+           a[D_STRIDES + 2])
+    dst = (nw * o[D_STRIDES], o[D_STRIDES], o[D_STRIDES + 1], o[D_STRIDES + 2], o[D_STRIDES + 3])
     for i in range(5):
         w[W_SZ + i] = sizes[i]
         w[W_SS + i] = src[i]

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_CAP, D_DATA, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_CAP, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.conv.generic import G_OFF
@@ -55,7 +55,7 @@ def _bn_train(x, w_addr, b_addr, rm_addr, rv_addr, o0, o1, o2, eps, mom, sc, m):
     nd = x[D_NDIM]
     if nd < 2:
         return INVALID_ARGUMENT
-    N, C = x[8], x[9]
+    N, C = x[D_SIZES], x[D_SIZES + 1]
     inner = 1
     for i in range(2, nd):
         inner *= x[D_SIZES + i]
@@ -73,9 +73,9 @@ def _bn_train(x, w_addr, b_addr, rm_addr, rv_addr, o0, o1, o2, eps, mom, sc, m):
     if st != OK:
         return st
     xv = ptr_like(x[D_DATA], m)
-    z = ptr_like(o0[0], m)
-    mv = ptr_like(o1[0], m)
-    iv = ptr_like(o2[0], m)
+    z = ptr_like(o0[D_DATA], m)
+    mv = ptr_like(o1[D_DATA], m)
+    iv = ptr_like(o2[D_DATA], m)
     wv = ptr_like(desc(w_addr)[0] if w_addr else x[D_DATA], m)
     bv = ptr_like(desc(b_addr)[0] if b_addr else x[D_DATA], m)
     rm = ptr_like(desc(rm_addr)[0] if rm_addr else x[D_DATA], m)

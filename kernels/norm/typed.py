@@ -19,8 +19,8 @@ import numpy as np
 from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64,
-                                       bits_to_f64, desc, flat, lazy, resize_both, resize_like,
-                                       sum_seg)
+                                       bits_to_f64, desc, descs, flat, lane_sum, lazy, resize_both,
+                                       resize_like, sum_seg)
 from pyruntime.kernels.fast.nb import cast_like, scratch
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -51,8 +51,8 @@ def bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
     nd = x[D_NDIM]
     if nd < 2:
         return INVALID_ARGUMENT
-    C = x[9]
-    if rm[3] != C or rv[3] != C:
+    C = x[D_SIZES + 1]
+    if rm[D_NUMEL] != C or rv[D_NUMEL] != C:
         return INVALID_ARGUMENT
     hw, wd, wok = _opt(w_addr, C, x)
     hb, bd, bok = _opt(b_addr, C, x)
@@ -65,7 +65,7 @@ def bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
     st = resize_both(o1, o2, sc, 1)
     if st != OK:
         return st
-    N = x[8]
+    N = x[D_SIZES]
     inner = 1
     for i in range(2, nd):
         inner *= x[D_SIZES + i]
@@ -93,12 +93,9 @@ def bn_typed(x, w_addr, b_addr, rm, rv, eps, o0, o1, o2, sc, m):
 
 def batch_norm_kernel(block):
     x = desc(block[0])
-    rm = desc(block[3])
-    rv = desc(block[4])
+    rm, rv = descs(block, 3, 2)
     eps = bits_to_f64(block[5])
-    o0 = desc(block[6])
-    o1 = desc(block[7])
-    o2 = desc(block[8])
+    o0, o1, o2 = descs(block, 6, 3)
     sc = scratch(block[9], 16)
     if o0[D_DTYPE] == ST_F32:
         return bn_typed(x, block[1], block[2], rm, rv, eps, o0, o1, o2, sc, np.float32(0))
@@ -125,30 +122,20 @@ def bind_batch_norm_no_training(ctx, input, weight, bias, running_mean, running_
 # ---- layer norm / group norm: shared row statistics and normalization --------------
 
 @njit(inline="always")
+def _sq_dev(v, mean):
+    d = v - mean
+    return d * d
+
+
+_sum_sq_dev = lane_sum(_sq_dev)
+
+
+@njit(inline="always")
 def _stats(xv, b, n, eps, m):
     """(mean, rstd) of xv[b:b+n] in m's type: float64 sums in four lanes (no serial
     dependency chain), the variance from the centered values like the reference."""
     mean = cast_like(sum_seg(xv, b, n) / n, m)
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        c0 = xv[U(b + i)] - mean
-        c1 = xv[U(b + i + 1)] - mean
-        c2 = xv[U(b + i + 2)] - mean
-        c3 = xv[U(b + i + 3)] - mean
-        s0 += c0 * c0
-        s1 += c1 * c1
-        s2 += c2 * c2
-        s3 += c3 * c3
-        i += 4
-    while i < n:
-        c0 = xv[U(b + i)] - mean
-        s0 += c0 * c0
-        i += 1
-    var = cast_like(((s0 + s1) + (s2 + s3)) / n, m)
+    var = cast_like(_sum_sq_dev(xv, b, n, mean) / n, m)
     return mean, cast_like(1.0, m) / math.sqrt(var + eps)
 
 
@@ -237,9 +224,7 @@ def ln_typed(x, w_addr, b_addr, eps, o0, om, orr, k, ns, sc, m):
 def layer_norm_kernel(block):
     x = desc(block[0])
     eps = bits_to_f64(block[3])
-    o0 = desc(block[4])
-    om = desc(block[5])
-    orr = desc(block[6])
+    o0, om, orr = descs(block, 4, 3)
     k = block[7]
     sc = scratch(block[8], 16)
     ns = carray(block, 9 + k)[9:]
@@ -270,7 +255,7 @@ def bind_layer_norm(ctx, input, normalized_shape, weight, bias, eps, out0, out1,
 
 @njit(error_model="numpy")
 def gn_typed(x, w_addr, b_addr, N, C, HxW, G, eps, o0, om, orr, sc, m):
-    if x[3] != N * C * HxW or (x[2] >= 2 and x[9] != C) or G < 1 or C % G != 0:
+    if x[D_NUMEL] != N * C * HxW or (x[D_NDIM] >= 2 and x[D_SIZES + 1] != C) or G < 1 or C % G != 0:
         return INVALID_ARGUMENT
     hw, wd, wok = _opt(w_addr, C, x)
     hb, bd, bok = _opt(b_addr, C, x)
@@ -318,9 +303,7 @@ def group_norm_kernel(block):
     HxW = block[5]
     G = block[6]
     eps = bits_to_f64(block[7])
-    o0 = desc(block[8])
-    om = desc(block[9])
-    orr = desc(block[10])
+    o0, om, orr = descs(block, 8, 3)
     sc = scratch(block[11], 16)
     if o0[D_DTYPE] == ST_F32:
         return gn_typed(x, block[1], block[2], N, C, HxW, G, eps, o0, om, orr, sc,

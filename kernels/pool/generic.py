@@ -37,13 +37,13 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_NDIM, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import (computes_f32, element_offset, hw_view, is_float, ldx,
                                                plane_count, plane_offsets, plane_walk, resize_hw,
                                                r32, stx)
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_I64, desc,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_I64, desc, descs,
                                        is_float_st, lazy, load_f64_call, load_i64_call, ptr_like,
                                        resize_like, scratch, store_f64_call, store_i64_call)
 from pyruntime.kernels.pool.typed import (tap_range, avg_words, pair, pool_resize, pool_words,
@@ -189,18 +189,18 @@ def _max_backward(g, x, ix, gi, acc_addr, lp):
     acc = ptr_like(acc_addr, np.float64(0))
     for q in range(n):
         acc[q] = 0.0
-    ng = g[3]
-    if ix[3] != ng or (P == 0 and ng != 0) or (P != 0 and ng % P != 0):
+    ng = g[D_NUMEL]
+    if ix[D_NUMEL] != ng or (P == 0 and ng != 0) or (P != 0 and ng % P != 0):
         return INVALID_ARGUMENT
     K = ng // P if P else 0
     for k in range(ng):
-        idx = load_i64_call(ix[0], ix[1], element_offset(ix, k))
+        idx = load_i64_call(ix[D_DATA], ix[D_DTYPE], element_offset(ix, k))
         if idx < 0 or idx >= HW:
             return INVALID_ARGUMENT
         q = (k // K) * HW + idx
-        acc[q] = r32(acc[q] + load_f64_call(g[0], g[1], element_offset(g, k)), lp)
+        acc[q] = r32(acc[q] + load_f64_call(g[D_DATA], g[D_DTYPE], element_offset(g, k)), lp)
     for q in range(n):
-        store_f64_call(gi[0], gi[1], element_offset(gi, q), acc[q])
+        store_f64_call(gi[D_DATA], gi[D_DTYPE], element_offset(gi, q), acc[q])
     return OK
 
 
@@ -209,8 +209,7 @@ def pool_kernel(block):
     if op == P_MAXBWD:  # [op, grad_output, self, indices, grad_input, acc, lp]
         return _max_backward(desc(block[1]), desc(block[2]), desc(block[3]), desc(block[4]),
                              block[5], block[6] != 0)
-    x = desc(block[1])
-    o = desc(block[2])
+    x, o = descs(block, 1, 2)
     sc = scratch(block[3], 16)
     if op == P_AVG:  # [op, x, out, sc, kh, kw, sh, sw, ph, pw, ceil, cip, divisor, lp]
         return _avg(x, o, block[4], block[5], block[6], block[7], block[8], block[9],

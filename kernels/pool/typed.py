@@ -24,7 +24,7 @@ from pyruntime.cython_ext.abi import D_NDIM, D_SIZES
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import plane_count, resize_hw
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
-                                       cast_like, desc, flat, lazy, scratch)
+                                       cast_like, desc, descs, flat, lazy, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
@@ -108,9 +108,7 @@ def same_float(block):
 
 @njit(error_model="numpy")
 def _max_typed(block, m):
-    x = desc(block[0])
-    o = desc(block[1])
-    oi = desc(block[2])
+    x, o, oi = descs(block, 0, 3)
     kh, kw, sh, sw, ph, pw, dh, dw = (block[3], block[4], block[5], block[6], block[7],
                                       block[8], block[9], block[10])
     sc = scratch(block[12], 16)
@@ -247,8 +245,7 @@ def _mean_typed(x, o, oh, ow, kh, kw, sh, sw, ph, pw, cip, divisor, adaptive, m)
 def _mean_block(block, adaptive, m):
     """avg_pool2d over block [x, out, kh, kw, sh, sw, ph, pw, ceil, cip, divisor, sc] or,
     when ``adaptive``, _adaptive_avg_pool2d over block [x, out, oh, ow, sc]."""
-    x = desc(block[0])
-    o = desc(block[1])
+    x, o = descs(block, 0, 2)
     if adaptive:
         oh, ow = block[2], block[3]
         st = resize_hw(x, o, oh, ow, scratch(block[4], 16))

@@ -20,11 +20,11 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_DYN, D_NDIM, D_NUMEL, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_DYN, D_SIZES
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, elem_size,
-                             f64_to_bits, is_float_st, lazy, load_f64, load_i64, ptr_like,
-                             resize_to, set_strides)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, ST_BOOL, bits_to_f64, desc, descs,
+                                       elem_size, f64_to_bits, is_float_st, lazy, load_f64,
+                                       load_i64, ptr_like, resize_to, set_strides)
 
 T_DOUBLE, T_INT, T_BOOL = 3, 4, 5
 INVALID_TYPE = 0x13
@@ -260,8 +260,7 @@ def prim_kernel(block):
 
 def view_kernel(block):
     n = block[0]
-    o = desc(block[1])
-    s = desc(block[2])
+    o, s = descs(block, 1, 2)
     sizes = np.empty(16, np.int64)
     infer = -1
     known = 1
@@ -292,8 +291,7 @@ def view_kernel(block):
 
 
 def copy_index_kernel(block):
-    dst = desc(block[0])
-    src = desc(block[1])
+    dst, src = descs(block, 0, 2)
     r = rec(block[2])
     if r[0] != T_INT or r[1] < 0:
         return INVALID_ARGUMENT
@@ -305,7 +303,7 @@ def copy_index_kernel(block):
             same_tail = False
     if index > 0 and not same_tail:
         return INVALID_ARGUMENT
-    if not (dst[D_DYN] == 0 and dst[8] > index and same_tail):
+    if not (dst[D_DYN] == 0 and dst[D_SIZES] > index and same_tail):
         sizes = np.empty(16, np.int64)
         sizes[0] = index + 1
         for i in range(1, nd):

@@ -22,7 +22,7 @@ from pyruntime.cython_ext.dtypes import from_numpy_dtype, to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I8,
-                                       ST_U8, bits_to_f64, desc, f64_to_int, is_contiguous,
+                                       ST_U8, bits_to_f64, desc, descs, f64_to_int, is_contiguous,
                                        is_float_st, lazy, load_f64, load_i64, offset_of, ptr_like,
                                        resize_like, resize_to, same_shape, store_f64, store_i64)
 
@@ -163,8 +163,8 @@ def _dq_typed(xa, oa, k, cnt, s, z, xm):
 
 @njit
 def _qdq_segment(op, x, o, xst, ost, k, cnt, flat, s, z, qmin, qmax):
-    xa = x[0]
-    oa = o[0]
+    xa = x[D_DATA]
+    oa = o[D_DATA]
     if op == OP_Q:
         inv = np.float32(1.0) / s
         zf = np.float32(_wrap32(z))
@@ -209,18 +209,17 @@ def _qadd(blk, a, o, qmin, qmax):
     inv = np.float32(1.0) / np.float32(bits_to_f64(blk[7]))
     zf = np.float32(blk[8])
     flat = is_contiguous(a) and is_contiguous(b) and is_contiguous(o)
-    for k in range(a[3]):
+    for k in range(a[D_NUMEL]):
         ia, ib, io = (k, k, k) if flat else (offset_of(a, k), offset_of(b, k), offset_of(o, k))
-        da = np.float32(np.float64(ldi(a[0], ast, ia) - za) * sa)
+        da = np.float32(np.float64(ldi(a[D_DATA], ast, ia) - za) * sa)
         db = np.float32(np.float64(ldi(b[D_DATA], bst, ib) - zb) * sb)
-        _sti(o[0], ost, io, _quant1(np.float64(da + db), ST_F32, inv, zf, qmin, qmax))
+        _sti(o[D_DATA], ost, io, _quant1(np.float64(da + db), ST_F32, inv, zf, qmin, qmax))
     return OK
 
 
 def qdq_kernel(blk):
     op = blk[0]
-    x = desc(blk[1])
-    o = desc(blk[2])
+    x, o = descs(blk, 1, 2)
     qmin, qmax = blk[13], blk[14]
     if op == OP_ADD:
         return _qadd(blk, x, o, qmin, qmax)
@@ -457,9 +456,9 @@ def _minmax(xa, x, start, cnt, flat):
 def _qparams_out(t, st, rows, x, tmp, vals_i, vals_f, is_int):
     """Write ``rows`` values into ``t``: in its logical order when its numel matches,
     else resized to ``x.shape[:-1] + (1,)`` (the reference's ``t.write``)."""
-    if t[3] != rows:
+    if t[D_NUMEL] != rows:
         nd = x[D_NDIM]
-        if t[2] != nd:
+        if t[D_NDIM] != nd:
             return NOT_SUPPORTED
         for i in range(nd - 1):
             tmp[i] = x[D_SIZES + i]
@@ -469,17 +468,15 @@ def _qparams_out(t, st, rows, x, tmp, vals_i, vals_f, is_int):
             return s
     for r in range(rows):
         if is_int:
-            _sti(t[0], st, pos(t, r), vals_i[r])
+            _sti(t[D_DATA], st, pos(t, r), vals_i[r])
         else:
-            _stf(t[0], st, pos(t, r), vals_f[r])
+            _stf(t[D_DATA], st, pos(t, r), vals_f[r])
     return OK
 
 
 def qparams_kernel(blk):
     per_token = blk[0] == 1
-    x = desc(blk[1])
-    so = desc(blk[2])
-    zo = desc(blk[3])
+    x, so, zo = descs(blk, 1, 3)
     qmin, qmax = blk[6], blk[7]
     n = x[D_NUMEL]
     nd = x[D_NDIM]

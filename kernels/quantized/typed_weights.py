@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.blas import gemm_addr, matmul_strided
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8, desc,
-                             is_contiguous, lazy, load_f64, offset_of, ptr_like, resize_to,
-                             same_shape, store_f64)
+                                       descs, is_contiguous, lazy, load_f64, offset_of, ptr_like,
+                                       resize_to, same_shape, store_f64)
 from pyruntime.kernels.quantized.typed import (F32, FLOATS, INTS, dtype_ok, ldf32, ldi, pos,
                                                quant_code)
 
@@ -37,7 +37,7 @@ def _unpacked(nbit, wa, wst, roff, cs, col):
 def _emb_group(nbit, wa, wst, roff, cs, c0, c1, zc, sc, o, ost, kbase, oc):
     """Out elements kbase + c0 .. kbase + c1 of one group: (value - zero point) * scale."""
     if oc and ost == ST_F32:  # the common case, typed
-        yp = ptr_like(o[0], np.float32(0))
+        yp = ptr_like(o[D_DATA], np.float32(0))
         if nbit == 8 and wst == ST_I8:
             xi = ptr_like(wa, np.int8(0))
             for c in range(c0, c1):
@@ -53,22 +53,20 @@ def _emb_group(nbit, wa, wst, roff, cs, c0, c1, zc, sc, o, ost, kbase, oc):
     for c in range(c0, c1):
         v = (np.float32(_unpacked(nbit, wa, wst, roff, cs, c)) - zc) * sc
         k = kbase + c
-        store_f64(o[0], ost, k if oc else offset_of(o, k), np.float64(v))
+        store_f64(o[D_DATA], ost, k if oc else offset_of(o, k), np.float64(v))
 
 
 def embedding_kernel(blk):
     nbit = blk[0]
-    w = desc(blk[1])
-    s = desc(blk[2])
+    w, s = descs(blk, 1, 2)
     za = blk[3]
-    ix = desc(blk[4])
-    o = desc(blk[5])
+    ix, o = descs(blk, 4, 2)
     wst, sst, zst, ist, ost = blk[6], blk[7], blk[8], blk[9], blk[10]
-    rows = w[8]
-    dim = w[9] * (8 // nbit)
-    if s[8] != rows:
+    rows = w[D_SIZES]
+    dim = w[D_SIZES + 1] * (8 // nbit)
+    if s[D_SIZES] != rows:
         return INVALID_ARGUMENT
-    groups = 1 if s[D_NDIM] == 1 else s[9]
+    groups = 1 if s[D_NDIM] == 1 else s[D_SIZES + 1]
     if groups == 0 or dim % groups:
         return INVALID_ARGUMENT
     zd = s
@@ -90,19 +88,19 @@ def embedding_kernel(blk):
     if st != OK:
         return st
     gs = dim // groups
-    gstride = s[25] if s[D_NDIM] == 2 else 0
-    zgstride = zd[25] if zd[2] == 2 else 0
+    gstride = s[D_STRIDES + 1] if s[D_NDIM] == 2 else 0
+    zgstride = zd[D_STRIDES + 1] if zd[D_NDIM] == 2 else 0
     oc = is_contiguous(o)
     for t in range(ntok):
         r = ldi(ix[D_DATA], ist, pos(ix, t))
-        roff = r * w[24]
+        roff = r * w[D_STRIDES]
         for g in range(groups):
-            sc = ldf32(s[D_DATA], sst, r * s[24] + g * gstride)
+            sc = ldf32(s[D_DATA], sst, r * s[D_STRIDES] + g * gstride)
             zc = np.float32(0)
             if za != 0:
-                zc = ldf32(zd[0], zst, r * zd[24] + g * zgstride)
-            _emb_group(nbit, w[D_DATA], wst, roff, w[25], g * gs, (g + 1) * gs, zc, sc, o, ost,
-                       t * dim, oc)
+                zc = ldf32(zd[D_DATA], zst, r * zd[D_STRIDES] + g * zgstride)
+            _emb_group(nbit, w[D_DATA], wst, roff, w[D_STRIDES + 1], g * gs, (g + 1) * gs, zc, sc,
+                       o, ost, t * dim, oc)
     return OK
 
 
@@ -152,7 +150,7 @@ def _to_f32(d, st, dst, n):
     p = ptr_like(dst, np.float32(0))
     c = is_contiguous(d)
     for k in range(n):
-        p[k] = np.float32(load_f64(d[0], st, k if c else offset_of(d, k)))
+        p[k] = np.float32(load_f64(d[D_DATA], st, k if c else offset_of(d, k)))
 
 
 @njit
@@ -162,7 +160,7 @@ def _panel(op, w, s, sst, wt, j0, nj, kk, g, ng):
     Strides are held in locals: stores through ``wt`` could alias the descriptors."""
     wp = ptr_like(w[0], np.int8(0))
     w0, w1 = w[24], w[25]
-    sa, s0 = s[0], s[24]
+    sa, s0 = s[D_DATA], s[D_STRIDES]
     if op == OP_MM:  # weight [k, p], one scale per row q
         for q in range(kk):
             sc = ldf32(sa, sst, q * s0)
@@ -170,7 +168,7 @@ def _panel(op, w, s, sst, wt, j0, nj, kk, g, ng):
             for j in range(nj):
                 wt[q * nj + j] = np.float32(wp[base + j * w1]) * sc
         return
-    s1 = s[25] if s[2] == 2 else 0
+    s1 = s[D_STRIDES + 1] if s[D_NDIM] == 2 else 0
     for j in range(nj):  # weight [p, k], scales [p, groups]: group q // g
         row = (j0 + j) * w0
         for gi in range(ng):
@@ -188,26 +186,24 @@ def _panel(op, w, s, sst, wt, j0, nj, kk, g, ng):
 def mixed_kernel(blk):
     op = blk[0]
     fn = blk[1]
-    x = desc(blk[2])
-    w = desc(blk[3])
-    s = desc(blk[4])
-    o = desc(blk[5])
+    x, w, s, o = descs(blk, 2, 4)
     xst, sst, ost = blk[6], blk[7], blk[8]
     tile, tile_cap, xbuf, obuf = blk[9], blk[10], blk[11], blk[12]
     if x[D_NDIM] != 2 or w[D_NDIM] != 2:
         return INVALID_ARGUMENT
-    m, kk = x[8], x[9]
+    m, kk = x[D_SIZES], x[D_SIZES + 1]
     g = 1
     ng = 1
     if op == OP_MM:  # weight [k, p], scales [k]
-        p = w[9]
-        if w[8] != kk or s[D_NDIM] != 1 or s[8] != kk:
+        p = w[D_SIZES + 1]
+        if w[D_SIZES] != kk or s[D_NDIM] != 1 or s[D_SIZES] != kk:
             return INVALID_ARGUMENT
     else:  # weight [p, k], scales [p] or [p, groups]; group size g = ceil(k / groups)
-        p = w[8]
-        if w[9] != kk or s[D_NDIM] > 2 or s[D_NDIM] == 0 or s[8] != p or s[D_NUMEL] == 0 or kk == 0:
+        p = w[D_SIZES]
+        if (w[D_SIZES + 1] != kk or s[D_NDIM] > 2 or s[D_NDIM] == 0 or s[D_SIZES] != p
+                or s[D_NUMEL] == 0 or kk == 0):
             return INVALID_ARGUMENT
-        ng = s[9] if s[D_NDIM] == 2 else 1
+        ng = s[D_SIZES + 1] if s[D_NDIM] == 2 else 1
         g = -(-kk // ng)
         if -(-kk // g) != ng:
             return INVALID_ARGUMENT

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DIMORDER, D_NDIM, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.abi import (D_DATA, D_DTYPE, D_NDIM,
+                                      D_NUMEL, D_SIZES, D_STRIDES, D_DIMORDER)
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
@@ -50,8 +51,8 @@ from pyruntime.kernels.fast.reduce_io import (A_F32, A_F64, A_I64, CH, FLOAT_ST,
                                             R_MEAN, R_MIN, R_MINDIM, R_PROD, R_SUM, SUPPORTED, U,
                                             W_KC, W_KN, W_KO, W_KO2, W_KX, W_OSZ, W_RC, W_RN, W_RX,
                                             W_WORDS, advance_kept, st_acc)
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, desc, lazy, ptr_like,
-                             resize_both, scratch, store_i64_call)
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, OK, cast_like, descs, lazy, ptr_like,
+                                       resize_both, scratch, store_i64_call)
 from pyruntime.kernels.fast.runs import load_run
 from pyruntime.kernels.reduce.typed import dims_mask
 from pyruntime.kernels.promote import category, compute_dtype
@@ -252,14 +253,14 @@ def _slot(op, xa, st, xb, sc, nr, cnt, buf):
 @njit
 def _reduce_typed(op, x, o, o2, sc, nk, nr, cnt, buf):
     m = buf[0]
-    xa = x[0]
-    st = x[1]
-    oa = o[0]
-    ost = o[1]
+    xa = x[D_DATA]
+    st = x[D_DTYPE]
+    oa = o[D_DATA]
+    ost = o[D_DTYPE]
     xb = 0
     ob = 0
     ob2 = 0
-    for s in range(o[3]):
+    for s in range(o[D_NUMEL]):
         v, idx = _slot(op, xa, st, xb, sc, nr, cnt, buf)
         if op == R_MEAN:
             st_acc(oa, ost, ob, v / cast_like(cnt, m))
@@ -270,16 +271,14 @@ def _reduce_typed(op, x, o, o2, sc, nk, nr, cnt, buf):
         else:
             st_acc(oa, ost, ob, v)
             if op == R_MAXDIM or op == R_MINDIM:
-                store_i64_call(o2[0], o2[1], ob2, idx)
+                store_i64_call(o2[D_DATA], o2[D_DTYPE], ob2, idx)
         xb, ob, ob2 = advance_kept(sc, nk, xb, ob, ob2)
     return OK
 
 
 def reduce_kernel(block):
     op = block[0]
-    x = desc(block[1])
-    o = desc(block[2])
-    o2 = desc(block[3])
+    x, o, o2 = descs(block, 1, 3)
     mask = block[4]
     keep = block[5] != 0
     acc = block[6]

@@ -11,7 +11,7 @@ from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.reduce.generic import acc_code, is_int, ok, target_dtype
 from pyruntime.kernels.fast.reduce_io import (A_F32, A_F64, CH, RED_WORDS, U, W_KC, W_KN, W_KO,
                                             W_KO2, W_KX, W_WORDS, advance_kept)
-from pyruntime.kernels.fast.nb import OK, cast_like, desc, lazy, ptr_like, resize_like, scratch
+from pyruntime.kernels.fast.nb import OK, cast_like, descs, lazy, ptr_like, resize_like, scratch
 from pyruntime.kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
@@ -61,8 +61,7 @@ def _cumsum_typed(x, o, d, sc, buf):
 
 
 def cumsum_kernel(block):
-    x = desc(block[0])
-    o = desc(block[1])
+    x, o = descs(block, 0, 2)
     d = block[2]
     acc = block[3]
     sc = scratch(block[4], W_WORDS)

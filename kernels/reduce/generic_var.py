@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DIMORDER, D_NDIM, D_SIZES
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_DIMORDER
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.reduce.generic import (inner_run, next_run, ok, out_ndim, plan_kept,
                                               plan_reduced, reduced_mask)
 from pyruntime.kernels.fast.reduce_io import (FLOAT_ST, PW_FRAMES, VAR_WORDS, W_WORDS, advance_kept,
                                               ld)
-from pyruntime.kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, desc, lazy, ptr_like,
+from pyruntime.kernels.fast.nb import (OK, ST_F64, bits_to_f64, cast_like, descs, lazy, ptr_like,
                              scratch, store_f64_call)
 
 
@@ -123,27 +123,25 @@ def _var_sum(sq, xa, st, xb, sc, nr, pw, mean, m, am, stk, stv):
 
 @njit
 def _var_typed(x, o, o1, sc, nk, nr, pw, cnt, ddof, has_mean, stk, stv, m):
-    xa = x[0]
-    st = x[1]
+    xa = x[D_DATA]
+    st = x[D_DTYPE]
     denom = max(np.float64(cnt) - ddof, 0.0)
     xb = 0
     ob = 0
     ob1 = 0
-    for s in range(o[3]):
+    for s in range(o[D_NUMEL]):
         sm = _var_sum(False, xa, st, xb, sc, nr, pw, m, m, m, stk, stv)
         mean = sm / cast_like(cnt, m)
         ss = _var_sum(True, xa, st, xb, sc, nr, pw, mean, m, np.float64(0), stk, stv)
-        store_f64_call(o[0], o[1], ob, ss / denom)
+        store_f64_call(o[D_DATA], o[D_DTYPE], ob, ss / denom)
         if has_mean:
-            store_f64_call(o1[0], o1[1], ob1, np.float64(mean))
+            store_f64_call(o1[D_DATA], o1[D_DTYPE], ob1, np.float64(mean))
         xb, ob, ob1 = advance_kept(sc, nk, xb, ob, ob1)
     return OK
 
 
 def var_kernel(block):
-    x = desc(block[0])
-    o = desc(block[1])
-    o1 = desc(block[2])
+    x, o, o1 = descs(block, 0, 3)
     mask = block[3]
     keep = block[4] != 0
     ddof = bits_to_f64(block[5])

@@ -21,7 +21,7 @@ import numpy as np
 from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.cython_ext.dtypes import to_numpy_dtype
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, desc, flat,
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, cast_like, descs, flat,
                                        lazy, resize_to, scratch)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -47,7 +47,7 @@ def _reduce_typed(op, x, o, mask, keep, sc, m, cnt):
         return st
     xv = flat(x, m)
     z = flat(o, m)
-    onum = o[3]
+    onum = o[D_NUMEL]
     count = 1
     for i in range(nd):
         if (mask >> i) & 1:
@@ -172,8 +172,7 @@ def _count(x, mask):
 
 def reduce_kernel(block):
     op = block[0]
-    x = desc(block[1])
-    o = desc(block[2])
+    x, o = descs(block, 1, 2)
     mask = block[3]
     keep = block[4] != 0
     sc = scratch(block[5], 96)

@@ -36,7 +36,7 @@ from pyruntime.kernels.fast.move_copy import (NSEG, OP_CAT, OP_COPY_INTO, OP_CPA
                                             OP_TRIU, OP_UNBIND, SCR, SPECIAL, V_N, V_S, V_T, fill,
                                             copy_pieces, seg, whole_dim)
 from pyruntime.kernels.shape.generic_space import build, roll_flat, special, triangle
-from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, elem_size,
+from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, desc, descs, elem_size,
                                        is_contiguous, resize_to, scratch)
 
 
@@ -132,8 +132,7 @@ def move_kernel(block):
     s = scratch(block[3], SCR)
     if op >= OP_STACK:
         return _lists(op, block, s)
-    a = desc(block[1])
-    o = desc(block[2])
+    a, o = descs(block, 1, 2)
     st, nd, off = build(op, block, a, o, s)
     if st != OK:
         return st

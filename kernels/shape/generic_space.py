@@ -309,7 +309,7 @@ def special(op, block, a, o, s):
         if not src_flat and not is_contiguous(o):
             return -1
         v = o if src_flat else a
-        k = v[2]
+        k = v[D_NDIM]
         st = 1
         for i in range(k - 1, -1, -1):
             s[V_N + i] = v[D_SIZES + i]
@@ -390,12 +390,12 @@ def triangle(o, lower, diag):
 @njit
 def roll_flat(a, o, sst, shift, w):
     """Roll of the flattened tensor when either side is not contiguous: element by element."""
-    n = a[3]
+    n = a[D_NUMEL]
     if n == 0:
         return
     sh = shift % n
     ses = elem_size(sst)
-    des = elem_size(o[1])
+    des = elem_size(o[D_DTYPE])
     for k in range(n):
-        copy_space(a[0] + offset_of(a, (k - sh + n) % n) * ses, sst,
-                   o[0] + offset_of(o, k) * des, o[1], w, 0)
+        copy_space(a[D_DATA] + offset_of(a, (k - sh + n) % n) * ses, sst,
+                   o[D_DATA] + offset_of(o, k) * des, o[D_DTYPE], w, 0)

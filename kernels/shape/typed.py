@@ -29,7 +29,7 @@ from pyruntime.kernels.fast.copy_engine import (SCRATCH_WORDS, W_DS, W_OUT, W_SS
                                                 resize_with, scratch, view_sizes)
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BOOL, ST_F32, ST_F64,
-                                       ST_I32, ST_I64, desc, is_contiguous, lazy, ptr_like,
+                                       ST_I32, ST_I64, desc, descs, is_contiguous, lazy, ptr_like,
                                        resize_like, resize_to)
 
 
@@ -246,8 +246,7 @@ def _conv_from(sp, dp, n, dst, ms):
 
 
 def convert_kernel(block):
-    a = desc(block[0])
-    o = desc(block[1])
+    a, o = descs(block, 0, 2)
     st = resize_like(o, a)
     if st != OK:
         return st

@@ -13,31 +13,19 @@ from pyruntime.kernels.reduce.generic_cumsum import start_lines
 from pyruntime.kernels.reduce.generic import is_int, ok, seg_extreme
 from pyruntime.kernels.softmax.typed import exp_poly
 from pyruntime.kernels.fast.reduce_io import FLOAT_ST, U, W_WORDS, advance_kept
-from pyruntime.kernels.fast.nb import (OK, ST_F64, cast_like, desc, lazy, ptr_like, resize_like,
-                             scratch, sum_seg)
+from pyruntime.kernels.fast.nb import (OK, ST_F64, cast_like, descs, lane_sum, lazy, ptr_like,
+                                       resize_like, scratch, sum_seg)
 from pyruntime.kernels.fast.runs import load_run, narrow_wrap, store_run
 
 
 # ---- softmax / log_softmax ------------------------------------------------------------------
 
 @njit(inline="always")
-def _sum_exp(buf, n):
-    """sum of exp(buf[:n]) in four lanes (no serial dependency chain)."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    i = 0
-    while i + 4 <= n:
-        s0 += exp_poly(buf[U(i)])
-        s1 += exp_poly(buf[U(i + 1)])
-        s2 += exp_poly(buf[U(i + 2)])
-        s3 += exp_poly(buf[U(i + 3)])
-        i += 4
-    while i < n:
-        s0 += exp_poly(buf[U(i)])
-        i += 1
-    return (s0 + s1) + (s2 + s3)
+def _exp_of(v, c):
+    return exp_poly(v)
+
+
+_sum_exp = lane_sum(_exp_of)  # sum of exp(buf[b:b+n]) in four lanes
 
 
 @njit
@@ -63,7 +51,7 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
                 for k in range(n):
                     s += math.exp(buf[U(k)])
             else:
-                s = _sum_exp(buf, n)
+                s = _sum_exp(buf, 0, n, 0)
             ls = math.log(s)
             for k in range(n):
                 buf[U(k)] = buf[U(k)] - ls
@@ -84,8 +72,7 @@ def _softmax_typed(log, x, o, d, sc, buf, m):
 
 def softmax_kernel(block):
     log = block[0] != 0
-    x = desc(block[1])
-    o = desc(block[2])
+    x, o = descs(block, 1, 2)
     d = block[3]
     sc = scratch(block[4], W_WORDS)
     cap = block[5]

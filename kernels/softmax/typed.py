@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_SIZES
+from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
-from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, desc, flat,
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, descs, flat,
                                        lazy, ptr_like, resize_like, sum_seg)
 from pyruntime.kernels.fast.nb import cast_like
 from pyruntime.kernels.libm import c_exp
@@ -127,7 +127,7 @@ def _softmax_typed(mode, x, o, dim, scr, nscr, m):
     if st != OK:
         return st
     nd = x[D_NDIM]
-    if o[3] == 0:
+    if o[D_NUMEL] == 0:
         return OK
     outer = 1
     D = 1
@@ -202,8 +202,7 @@ def _softmax_typed(mode, x, o, dim, scr, nscr, m):
 
 def softmax_kernel(block):
     mode = block[0]
-    x = desc(block[1])
-    o = desc(block[2])
+    x, o = descs(block, 1, 2)
     dim = block[3]
     if x[D_DTYPE] != o[D_DTYPE]:
         return NOT_SUPPORTED

@@ -8,14 +8,14 @@ import math
 
 import numpy as np
 
-from pyruntime.cython_ext.abi import D_NDIM, D_NUMEL
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.copy_engine import copy_element
 from pyruntime.kernels.fast.spatial_io import (U8, is_float, ldix, ldx, resize_hw, r32, stix,
                                                stx)
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_BF16, ST_F16, ST_F32,
-                                       ST_F64, ST_U8, bits_to_f64, desc, elem_size, lazy,
+                                       ST_F64, ST_U8, bits_to_f64, descs, elem_size, lazy,
                                        load_f64_call, scratch, store_f64_call)
 
 
@@ -40,20 +40,21 @@ def _near(i, n_in, n_out, has_s, s):
 
 @njit
 def _nearest(x, o, H, W, oh, ow, has_sh, sh, has_sw, sw):
-    es = elem_size(x[1])
+    es = elem_size(x[D_DTYPE])
     cols = np.empty(max(ow, 1), np.int64)
     for j in range(ow):
-        cols[j] = _near(j, W, ow, has_sw, sw) * x[27]
-    N, C = x[8], x[9]
+        cols[j] = _near(j, W, ow, has_sw, sw) * x[D_STRIDES + 3]
+    N, C = x[D_SIZES], x[D_SIZES + 1]
     for n in range(N):
         for c in range(C):
-            xb = n * x[24] + c * x[25]
-            ob = n * o[24] + c * o[25]
+            xb = n * x[D_STRIDES] + c * x[D_STRIDES + 1]
+            ob = n * o[D_STRIDES] + c * o[D_STRIDES + 1]
             for i in range(oh):
-                xr = xb + _near(i, H, oh, has_sh, sh) * x[26]
-                orow = ob + i * o[26]
+                xr = xb + _near(i, H, oh, has_sh, sh) * x[D_STRIDES + 2]
+                orow = ob + i * o[D_STRIDES + 2]
                 for j in range(ow):
-                    copy_element(x[0], xr + cols[j], o[0], orow + j * o[27], es)
+                    copy_element(x[D_DATA], xr + cols[j], o[D_DATA], orow + j * o[D_STRIDES + 3],
+                                 es)
     return OK
 
 
@@ -267,8 +268,8 @@ def _table(op, n_in, n_out, ac, has_s, s, lp, u8):
 
 @njit
 def _separable(op, x, o, H, W, oh, ow, ac, has_sh, sh, has_sw, sw):
-    N, C = x[8], x[9]
-    xt = x[1]
+    N, C = x[D_SIZES], x[D_SIZES + 1]
+    xt = x[D_DTYPE]
     u8 = xt == ST_U8
     lp = xt == ST_F32 or xt == ST_F16 or xt == ST_BF16
     need_w = ow != W
@@ -278,41 +279,45 @@ def _separable(op, x, o, H, W, oh, ow, ac, has_sh, sh, has_sw, sw):
             for c in range(C):
                 for i in range(H):
                     for j in range(W):
-                        so = n * x[24] + c * x[25] + i * x[26] + j * x[27]
-                        store_f64_call(o[0], o[1], n * o[24] + c * o[25] + i * o[26] + j * o[27],
-                                       load_f64_call(x[0], xt, so))
+                        so = (n * x[D_STRIDES] + c * x[D_STRIDES + 1] + i * x[D_STRIDES + 2]
+                              + j * x[D_STRIDES + 3])
+                        store_f64_call(o[D_DATA], o[D_DTYPE], n * o[D_STRIDES]
+                                       + c * o[D_STRIDES + 1] + i * o[D_STRIDES + 2]
+                                       + j * o[D_STRIDES + 3], load_f64_call(x[D_DATA], xt, so))
         return OK
     if need_w and need_h:  # width first, into a float64 intermediate (N, C, H, ow)
         tmp = np.empty(max(N * C * H * ow, 1), np.float64)
         ta = np.int64(tmp.ctypes.data)
         idx, w, sz, K, prec = _table(op, W, ow, ac, has_sw, sw, lp, u8)
-        _pass(x[0], xt, x[24], x[25], x[26], x[27], ta, ST_F64, C * H * ow, H * ow, ow, 1,
-              N, C, H, ow, idx, w, sz, K, lp, u8, prec)
+        _pass(x[D_DATA], xt, x[D_STRIDES], x[D_STRIDES + 1], x[D_STRIDES + 2], x[D_STRIDES + 3], ta,
+              ST_F64, C * H * ow, H * ow, ow, 1, N, C, H, ow, idx, w, sz, K, lp, u8, prec)
         idx, w, sz, K, prec = _table(op, H, oh, ac, has_sh, sh, lp, u8)
-        _pass(ta, ST_F64, C * H * ow, H * ow, 1, ow, o[0], o[1], o[24], o[25], o[27], o[26],
-              N, C, ow, oh, idx, w, sz, K, lp, u8, prec)
+        _pass(ta, ST_F64, C * H * ow, H * ow, 1, ow, o[D_DATA], o[D_DTYPE], o[D_STRIDES],
+              o[D_STRIDES + 1], o[D_STRIDES + 3], o[D_STRIDES + 2], N, C, ow, oh, idx, w, sz, K, lp,
+              u8, prec)
         if tmp.size == 0:  # keeps the intermediate alive through both passes
             return NOT_SUPPORTED
     elif need_w:
         idx, w, sz, K, prec = _table(op, W, ow, ac, has_sw, sw, lp, u8)
-        _pass(x[0], xt, x[24], x[25], x[26], x[27], o[0], o[1], o[24], o[25], o[26], o[27],
-              N, C, H, ow, idx, w, sz, K, lp, u8, prec)
+        _pass(x[D_DATA], xt, x[D_STRIDES], x[D_STRIDES + 1], x[D_STRIDES + 2], x[D_STRIDES + 3],
+              o[D_DATA], o[D_DTYPE], o[D_STRIDES], o[D_STRIDES + 1], o[D_STRIDES + 2],
+              o[D_STRIDES + 3], N, C, H, ow, idx, w, sz, K, lp, u8, prec)
     else:
         idx, w, sz, K, prec = _table(op, H, oh, ac, has_sh, sh, lp, u8)
-        _pass(x[0], xt, x[24], x[25], x[27], x[26], o[0], o[1], o[24], o[25], o[27], o[26],
-              N, C, W, oh, idx, w, sz, K, lp, u8, prec)
+        _pass(x[D_DATA], xt, x[D_STRIDES], x[D_STRIDES + 1], x[D_STRIDES + 3], x[D_STRIDES + 2],
+              o[D_DATA], o[D_DTYPE], o[D_STRIDES], o[D_STRIDES + 1], o[D_STRIDES + 3],
+              o[D_STRIDES + 2], N, C, W, oh, idx, w, sz, K, lp, u8, prec)
     return OK
 
 
 def resample_kernel(block):
     # [op, x, out, sc, has_size, oh, ow, has_sh, sh, has_sw, sw, align_corners]
     op = block[0]
-    x = desc(block[1])
-    o = desc(block[2])
+    x, o = descs(block, 1, 2)
     sc = scratch(block[3], 16)
     if x[D_NDIM] != 4:
         return INVALID_ARGUMENT
-    H, W = x[10], x[11]
+    H, W = x[D_SIZES + 2], x[D_SIZES + 3]
     has_sh, has_sw = block[7] != 0, block[9] != 0
     sh, sw = bits_to_f64(block[8]), bits_to_f64(block[10])
     if block[4] != 0:

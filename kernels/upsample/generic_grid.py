@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from pyruntime.cython_ext.abi import D_DATA, D_DTYPE, D_NDIM, D_SIZES, D_STRIDES
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.spatial_io import is_float, ldx, computes_f32, r32, stx
@@ -85,10 +86,10 @@ def _c2(t, lp):  # ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
 
 @njit
 def _grid(x, g, o, interp, padding, ac, lp, sc):
-    if x[2] != 4 or g[2] != 4 or g[11] != 2 or g[8] != x[8]:
+    if x[D_NDIM] != 4 or g[D_NDIM] != 4 or g[D_SIZES + 3] != 2 or g[D_SIZES] != x[D_SIZES]:
         return INVALID_ARGUMENT
-    N, C, H, W = x[8], x[9], x[10], x[11]
-    Ho, Wo = g[9], g[10]
+    N, C, H, W = x[D_SIZES], x[D_SIZES + 1], x[D_SIZES + 2], x[D_SIZES + 3]
+    Ho, Wo = g[D_SIZES + 1], g[D_SIZES + 2]
     sc[0] = N
     sc[1] = C
     sc[2] = Ho
@@ -96,16 +97,16 @@ def _grid(x, g, o, interp, padding, ac, lp, sc):
     st = resize_to(o, sc, 4)
     if st != OK:
         return st
-    xa, xt, xsh, xsw = x[0], x[1], x[26], x[27]
+    xa, xt, xsh, xsw = x[D_DATA], x[D_DTYPE], x[D_STRIDES + 2], x[D_STRIDES + 3]
     wx = np.zeros(4, np.float64)
     wy = np.zeros(4, np.float64)
     offs = np.zeros(16, np.int64)  # per output point: tap offsets in a plane, -1 = outside
     for n in range(N):
         for i in range(Ho):
             for j in range(Wo):
-                gb = n * g[24] + i * g[25] + j * g[26]
-                gx = _unnorm(r32(ldx(g[0], g[1], gb), lp), W, ac, lp)
-                gy = _unnorm(r32(ldx(g[0], g[1], gb + g[27]), lp), H, ac, lp)
+                gb = n * g[D_STRIDES] + i * g[D_STRIDES + 1] + j * g[D_STRIDES + 2]
+                gx = _unnorm(r32(ldx(g[D_DATA], g[D_DTYPE], gb), lp), W, ac, lp)
+                gy = _unnorm(r32(ldx(g[D_DATA], g[D_DTYPE], gb + g[D_STRIDES + 3]), lp), H, ac, lp)
                 if interp != 2:
                     gx = _pad(gx, W, padding, ac, lp)
                     gy = _pad(gy, H, padding, ac, lp)
@@ -143,7 +144,7 @@ def _grid(x, g, o, interp, padding, ac, lp, sc):
                             ix = _to_int(_pad(r32(r32(x0 - 1.0, lp) + b, lp), W, padding, ac, lp))
                             offs[4 * a + b] = _tap_off(iy, ix, H, W, xsh, xsw)
                 for c in range(C):
-                    xb = n * x[24] + c * x[25]
+                    xb = n * x[D_STRIDES] + c * x[D_STRIDES + 1]
                     res = 0.0
                     if interp == 0:
                         for k in range(4):
@@ -159,7 +160,8 @@ def _grid(x, g, o, interp, padding, ac, lp, sc):
                                 v = ldx(xa, xt, xb + offs[k]) if offs[k] >= 0 else 0.0
                                 row = r32(row + r32(v * wx[b], lp), lp)
                             res = r32(res + r32(row * wy[a], lp), lp)
-                    stx(o[0], o[1], n * o[24] + c * o[25] + i * o[26] + j * o[27], res)
+                    stx(o[D_DATA], o[D_DTYPE], n * o[D_STRIDES] + c * o[D_STRIDES + 1]
+                        + i * o[D_STRIDES + 2] + j * o[D_STRIDES + 3], res)
     return OK
 
 
