@@ -136,3 +136,43 @@ def test_every_import_uses_the_one_import_name():
 
 def test_the_checker_sees_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+def _numbered_descriptor_words(path: Path, root: Path = REPO) -> list:
+    """``x[3]``, ``x[8 + i]``... on a name that holds a descriptor in its function (made by
+    ``desc``/``descs``, or read there with a ``D_*`` word): the words have names."""
+    found = []
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        names = set()
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) \
+                    and getattr(n.value.func, "id", "") in ("desc", "descs"):
+                names |= {x.id for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and any(
+                    isinstance(x, ast.Name) and x.id.startswith("D_") for x in ast.walk(n.slice)):
+                names.add(n.value.id)
+        for n in ast.walk(fn):
+            if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                    and n.value.id in names):
+                continue
+            s = n.slice
+            left = s.left if isinstance(s, ast.BinOp) else s
+            if isinstance(left, ast.Constant) and isinstance(left.value, int) \
+                    and (left.value <= 5 or 8 <= left.value < 56):
+                found.append(f"{path.relative_to(root)}:{n.lineno} {ast.unparse(n)}")
+    return found
+
+
+def test_kernels_read_descriptor_words_by_name():
+    found = [f for p in sorted((REPO / "kernels").rglob("*.py"))
+             for f in _numbered_descriptor_words(p)]
+    assert not found, "descriptor words by number, not by their cython_ext/abi.py name:\n" \
+        + "\n".join(found)
+
+
+def test_the_descriptor_word_checker_sees_a_number(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text("def k(block):\n    x, o = descs(block, 0, 2)\n    return x[8] + o[D_NDIM] + o[3]\n")
+    assert sorted(_numbered_descriptor_words(p, tmp_path)) == ["k.py:3 o[3]", "k.py:3 x[8]"]
