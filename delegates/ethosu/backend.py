@@ -20,7 +20,9 @@ DEPTHWISE, POOL (max, average; 1x1 pools as copies and transposes), ELEMENTWISE
 (add, sub, mul, min, max, abs) and DMA (1-D, external memory), 8- and 16-bit
 feature maps in NHWC and NHCWB16, U55 weight streams decoded with vela's
 ``mlw_codec``. What does not (a NotSupported error at load, naming the command):
-Ethos-U85 streams (another command set and weight format), lookup-table, tanh and
+Ethos-U85 streams (their commands decode, with ``registers_u85.py``; the error names
+their operations and weight decoders, but their weight encodings and operation semantics
+are not modelled), lookup-table, tanh and
 sigmoid activations, REDUCE_SUM pooling, LRELU/CLZ/shift elementwise modes, IFM
 upscaling, 2-D/3-D and SHRAM DMA, Ethos-U65-512's two weight streams, and the
 elementwise operand scalings vela never emits (ADD/SUB rescaling one operand of 16-
@@ -35,7 +37,7 @@ import numpy as np
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.delegates.ethosu import weights as W
-from pyruntime.delegates.ethosu.npu import Arch, Compiler
+from pyruntime.delegates.ethosu.npu import Arch, Compiler, refuse_u85
 from pyruntime.delegates.ethosu.ops import Executor
 from pyruntime.delegates.ethosu.payload import BACKEND, payload_error, read_payload
 from pyruntime.delegates.availability import PackageBackend
@@ -134,6 +136,8 @@ class EthosUBackend(PackageBackend):
         self.require_package()
         with reading_payload(f"{BACKEND} payload"):
             program = read_payload(processed, named_data)
+            if program.config.product == 2:
+                refuse_u85(program.config, program.commands)
             arch = Arch(program.config)
             fast = (runtime_options or {}).get("fast_scratch_size")
             if fast is None:

@@ -17,12 +17,14 @@ Feature maps (``FeatureMap``) are up to four tiles (``BASE0..3``: tile 1 right o
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.delegates.ethosu import registers as R
+from pyruntime.delegates.ethosu import registers_u85 as R85
 from pyruntime.delegates.ethosu.payload import BACKEND
 
 N_REGIONS = 8
@@ -83,8 +85,9 @@ class _Regs:
         return self.v.get(name, default)
 
 
-def decode_words(words: np.ndarray) -> list:
-    """[(command index, word index, name, param, payload or None)], up to NPU_OP_STOP."""
+def decode_words(words: np.ndarray, isa=R) -> list:
+    """[(command index, word index, name, param, payload or None)], up to NPU_OP_STOP;
+    ``isa`` the opcode tables (``registers`` for Ethos-U55/U65, ``registers_u85``)."""
     out = []
     w = [int(x) for x in words]
     i = 0
@@ -95,7 +98,7 @@ def decode_words(words: np.ndarray) -> list:
         param = word >> 16
         is_cmd1 = bool(code & R.CMD1_FLAG)
         op = code & 0x3FF
-        name = (R.CMD1 if is_cmd1 else R.CMD0).get(op)
+        name = (isa.CMD1 if is_cmd1 else isa.CMD0).get(op)
         if name is None or code & 0xBC00:
             raise stream_error(len(out), i, f"unknown opcode 0x{code:04x} "
                                             f"({'cmd1' if is_cmd1 else 'cmd0'} 0x{op:03x})")
@@ -112,6 +115,22 @@ def decode_words(words: np.ndarray) -> list:
     raise stream_error(len(out), n, "the stream ends without NPU_OP_STOP (truncated)")
 
 
+def refuse_u85(config, words: np.ndarray):
+    """An Ethos-U85 stream decodes (a malformed command is an error naming it), but the
+    model does not run it: NotSupported naming what the stream holds and what is missing."""
+    commands = decode_words(words, R85)
+    ops = Counter(c[2][len("NPU_OP_"):] for c in commands if c[2] in R85.OPERATIONS)
+    formats = sorted({"fast" if c[3] & 1 else "standard" for c in commands
+                      if c[2] == "WEIGHT_FORMAT"})
+    held = ", ".join(f"{n} x{k}" for n, k in sorted(ops.items())) or "no operations"
+    raise ExecuTorchError(
+        ErrorCode.NotSupported,
+        f"{BACKEND}: the command stream is for {config.name}: its {len(commands)} commands "
+        f"decode ({held}; weights for the {' and '.join(formats) or 'no'} weight decoder), "
+        "but the NPU model executes Ethos-U55 and Ethos-U65 streams only: the Ethos-U85's "
+        "weight encodings and operation semantics are not modelled yet")
+
+
 class Arch:
     """Micro-block sizes of an Ethos-U55/U65 configuration (vela's architecture table)."""
 
@@ -122,8 +141,7 @@ class Arch:
             raise ExecuTorchError(
                 ErrorCode.NotSupported,
                 f"{BACKEND}: the command stream is for {config.name}; the NPU model runs "
-                "Ethos-U55 and Ethos-U65 streams only (the Ethos-U85 command set and its "
-                "weight format are not modelled yet)")
+                "Ethos-U55 and Ethos-U65 streams only")
         if config.macs not in self.UBLOCKS:
             raise ExecuTorchError(ErrorCode.NotSupported,
                                   f"{BACKEND}: {config.name}: no such MAC configuration")

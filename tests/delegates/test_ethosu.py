@@ -166,8 +166,10 @@ def test_rounding_by_design(n):
     assert differ == 0
 
 
-@pytest.mark.parametrize("name", ["mlp_u85", "cnn_u85"])
-def test_ethos_u85_streams_are_refused_plainly(name):
+@pytest.mark.parametrize("name,ops", [("mlp_u85", "CONV x3"), ("cnn_u85", "CONV x3, POOL x4")])
+def test_ethos_u85_streams_decode_and_are_refused_plainly(name, ops):
+    """vela's U85 streams decode command by command with the U85 opcode table (an unknown
+    opcode would be a stream error instead), and the refusal says what they hold."""
     fx = get_fixture(name)
     blob, specs, bid = delegate_blob(fx.pte_path)
     assert bid == "EthosUBackend"
@@ -176,6 +178,7 @@ def test_ethos_u85_streams_are_refused_plainly(name):
         ethosu_backend.init(blob, specs, None)
     assert e.value.code == ErrorCode.NotSupported
     assert "EthosUBackend" in str(e.value) and "Ethos-U85" in str(e.value)
+    assert f"({ops}; weights for the " in str(e.value)
     with pytest.raises(ExecuTorchError, match="Ethos-U85"):
         pyruntime.Runtime.get().load_program(fx.pte_path).load_method("forward")
 
@@ -213,6 +216,18 @@ def _command_starts(words):
         starts.append(i)
         i += 2 if words[i] & 0x4000 else 1
     return starts
+
+
+@pytest.mark.parametrize("code,what", [(0x0121 | 0x4000, "unknown opcode 0x4121"),
+                                       (0x0004, "unknown opcode 0x0004")])
+def test_a_malformed_ethos_u85_stream_names_the_command(code, what):
+    blob, specs, words = _words("mlp_u85")
+    k = 5
+    at = _command_starts(words)[k]
+    bad = words[:at] + [code] + words[at + 1:]
+    with pytest.raises(ExecuTorchError, match=f"command {k} \\(word {at}\\): {what}") as e:
+        ethosu_backend.init(_rebuild(blob, bad), specs, None)
+    assert e.value.code == ErrorCode.InvalidProgram
 
 
 def _fails(blob, specs, *needles):
