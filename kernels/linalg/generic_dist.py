@@ -127,10 +127,9 @@ def _pdist(x, o, p, sc):
     q = 0
     for i in range(N):
         for j in range(i + 1, N):
-            stx(o[D_DATA], o[D_DTYPE], q * o[D_STRIDES], _pnorm(x, i * x[D_STRIDES],
-                                                                x[D_STRIDES + 1], x,
-                                                                j * x[D_STRIDES], x[D_STRIDES + 1],
-                                                                M, p))
+            d = _pnorm(x, i * x[D_STRIDES], x[D_STRIDES + 1], x, j * x[D_STRIDES],
+                       x[D_STRIDES + 1], M, p)
+            stx(o[D_DATA], o[D_DTYPE], q * o[D_STRIDES], d)
             q += 1
     return OK
 
