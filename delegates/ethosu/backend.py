@@ -22,11 +22,10 @@ feature maps in NHWC and NHCWB16, U55 weight streams decoded with vela's
 ``mlw_codec``. What does not (a NotSupported error at load, naming the command):
 Ethos-U85 streams (their commands decode, with ``registers_u85.py``; the error names
 their operations and weight decoders, but their weight encodings and operation semantics
-are not modelled), lookup-table, tanh and
-sigmoid activations, REDUCE_SUM pooling, LRELU/CLZ/shift elementwise modes, IFM
-upscaling, 2-D/3-D and SHRAM DMA, Ethos-U65-512's two weight streams, and the
-elementwise operand scalings vela never emits (ADD/SUB rescaling one operand of 16-
-or 32-bit IFMs, MUL with operand scaling; see ``ops.py``).
+are not modelled), lookup-table, tanh and sigmoid activations, REDUCE_SUM pooling,
+LRELU/CLZ/shift elementwise modes, IFM upscaling, 2-D/3-D and SHRAM DMA, Ethos-U65-512's
+two weight streams, and the elementwise operand scalings vela never emits (ADD/SUB
+rescaling one operand of 16- or 32-bit IFMs, MUL with operand scaling; see ``ops.py``).
 """
 from __future__ import annotations
 
