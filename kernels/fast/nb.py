@@ -73,8 +73,8 @@ def descs(block, first, count):
     raise NotImplementedError
 
 
-# not inline="always": Numba's IR inliner miscompiled custom_quantized_sdpa's kernel with it
-# (all-zero outputs); it runs once per kernel call
+# not inline="always": with it, custom_quantized_sdpa's kernel gave all-zero outputs (15
+# tests failed; the cause inside Numba's IR inlining was not isolated); it runs once a call
 @overload(descs)
 def _descs(block, first, count):
     if not (isinstance(first, types.IntegerLiteral) and isinstance(count, types.IntegerLiteral)):
