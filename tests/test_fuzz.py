@@ -27,7 +27,7 @@ SUITE = {"reference": (10_000, 10), "fast": (4_000, 4), "inputs": (2_000, 2), "x
          "qnn": (60, 1),  # each new QNN binary is run in a forked child first: ~0.1 s a case
          "qnn_isolated": (30, 1),  # QNN in a worker process (a new one after each crash)
          "vulkan": (200, 1),
-         "ethosu": (300, 1),
+         "ethosu": (400, 1),
          "native": (2_000, 1),
          "mlx": (2_000, 1),
          "semantic": (600, 2), "etdump": (2_000, 1), "bundled": (1_000, 1)}

@@ -15,17 +15,17 @@ Memory regions: 0 the payload's ``weight_data`` (read-only), 1 the scratch arena
 (``fast_scratch_size`` runtime option or ``$PYRUNTIME_ETHOSU_FAST_SCRATCH`` bytes,
 default 384 KiB).
 
-What runs: Ethos-U55 (32 to 256 MACs) and Ethos-U65-256 streams with CONV,
-DEPTHWISE, POOL (max, average; 1x1 pools as copies and transposes), ELEMENTWISE
-(add, sub, mul, min, max, abs) and DMA (1-D, external memory), 8- and 16-bit
-feature maps in NHWC and NHCWB16, U55 weight streams decoded with vela's
-``mlw_codec``. What does not (a NotSupported error at load, naming the command):
-Ethos-U85 streams (their commands decode, with ``registers_u85.py``; the error names
-their operations and weight decoders, but their weight encodings and operation semantics
-are not modelled), lookup-table, tanh and sigmoid activations, REDUCE_SUM pooling,
-LRELU/CLZ/shift elementwise modes, IFM upscaling, 2-D/3-D and SHRAM DMA, Ethos-U65-512's
-two weight streams, and the elementwise operand scalings vela never emits (ADD/SUB
-rescaling one operand of 16- or 32-bit IFMs, MUL with operand scaling; see ``ops.py``).
+What runs: Ethos-U55 (32 to 256 MACs), Ethos-U65-256 and Ethos-U85 (128 to 2048 MACs,
+``npu_u85.py``) streams with CONV, DEPTHWISE, POOL (max, average; 1x1 pools as copies
+and transposes; on the U85 also min and sum), ELEMENTWISE (add, sub, mul, min, max, abs)
+and DMA (1-D, external memory), 8- and 16-bit feature maps in NHWC and NHCWB16, weight
+streams decoded with vela's ``mlw_codec`` (and the U85's fast-decoder format, our own
+decoder). What does not (a NotSupported error at load, naming the command):
+lookup-table, tanh and sigmoid activations, REDUCE_SUM pooling, LRELU/CLZ/shift
+elementwise modes, IFM upscaling, 2-D/3-D and SHRAM DMA, Ethos-U65-512's two weight
+streams, the elementwise operand scalings vela never emits (ADD/SUB rescaling one
+operand of 16- or 32-bit IFMs, MUL with operand scaling; see ``ops.py``) and the
+Ethos-U85 features listed in ``npu_u85.py``.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import numpy as np
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.delegates.ethosu import weights as W
-from pyruntime.delegates.ethosu.npu import Arch, Compiler, refuse_u85
+from pyruntime.delegates.ethosu.npu import Arch, Compiler
 from pyruntime.delegates.ethosu.ops import Executor
 from pyruntime.delegates.ethosu.payload import BACKEND, payload_error, read_payload
 from pyruntime.delegates.availability import PackageBackend
@@ -48,12 +48,14 @@ INSTALL_HINT = W.INSTALL_HINT
 class EthosUHandle:
     """One loaded command stream: its operations, memory regions and weight cache."""
 
-    def __init__(self, program, arch, ops, specs, fast_scratch: int = 0):
+    def __init__(self, program, arch, ops, specs, sizes: dict, executor):
         self.program, self.arch, self.ops, self.specs = program, arch, ops, specs
         self.scratch = np.zeros(program.scratch_size, np.uint8)
         self.regions = {0: program.weights, 1: self.scratch,
-                        2: np.zeros(fast_scratch, np.uint8)}
-        self.executor = Executor(arch)
+                        2: np.zeros(sizes[2], np.uint8)}
+        for region, size in sizes.items():  # Ethos-U85 chaining buffers
+            self.regions.setdefault(region, np.zeros(size, np.uint8))
+        self.executor = executor
         self.n_in, self.n_out = len(program.inputs), len(program.outputs)
         self.threads = 1
         self.closed = False
@@ -73,15 +75,13 @@ class EthosUHandle:
         weights from region 0 by DMA). A stream whose weights in region 0 do not decode
         fails here (vela's decoder runs in a child process: it exits on corrupt input);
         the cache is checked against the bytes in memory on every run."""
-        scratch = np.zeros_like(self.scratch)
-        regions = {0: self.regions[0], 1: scratch, 2: np.zeros_like(self.regions[2])}
+        regions = {k: v if k == 0 else np.zeros_like(v) for k, v in self.regions.items()}
         items = []
         for op in self.ops:
             if op.kind == "dma_start":
                 self.executor.run(op, regions)
             elif op.kind in ("conv", "depthwise"):
-                wr, wb, wl = op.attrs["weights"]
-                items.append((op, regions[wr][wb:wb + wl].tobytes()))
+                items.append((op, self.executor.weight_bytes(op, regions)))
                 self.executor.scales(op, regions)
         self.executor.load_weights(items)
 
@@ -135,9 +135,11 @@ class EthosUBackend(PackageBackend):
         self.require_package()
         with reading_payload(f"{BACKEND} payload"):
             program = read_payload(processed, named_data)
-            if program.config.product == 2:
-                refuse_u85(program.config, program.commands)
-            arch = Arch(program.config)
+            u85 = program.config.product == 2
+            if u85:
+                from pyruntime.delegates.ethosu.npu_u85 import ArchU85, CompilerU85
+                from pyruntime.delegates.ethosu.ops_u85 import ExecutorU85
+            arch = ArchU85(program.config) if u85 else Arch(program.config)
             fast = (runtime_options or {}).get("fast_scratch_size")
             if fast is None:
                 env = os.environ.get("PYRUNTIME_ETHOSU_FAST_SCRATCH", "").strip()
@@ -151,8 +153,10 @@ class EthosUBackend(PackageBackend):
                     if io.region not in sizes or io.offset + io.nbytes > sizes[io.region]:
                         raise payload_error(f"{what} {i} ({io.nbytes} bytes at {io.offset}) is "
                                             f"outside memory region {io.region}")
-            ops = Compiler(arch, sizes).compile(program.commands)
-        h = EthosUHandle(program, arch, ops, specs, sizes[2])
+            compiler = (CompilerU85 if u85 else Compiler)(arch, sizes)
+            ops = compiler.compile(program.commands)
+        executor = (ExecutorU85 if u85 else Executor)(arch)
+        h = EthosUHandle(program, arch, ops, specs, compiler.sizes, executor)
         threads = (runtime_options or {}).get("threads")
         if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
             h.threads = threads

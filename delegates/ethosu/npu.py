@@ -17,14 +17,12 @@ Feature maps (``FeatureMap``) are up to four tiles (``BASE0..3``: tile 1 right o
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pyruntime.cython_ext.errors import ErrorCode, ExecuTorchError
 from pyruntime.delegates.ethosu import registers as R
-from pyruntime.delegates.ethosu import registers_u85 as R85
 from pyruntime.delegates.ethosu.payload import BACKEND
 
 N_REGIONS = 8
@@ -115,22 +113,6 @@ def decode_words(words: np.ndarray, isa=R) -> list:
     raise stream_error(len(out), n, "the stream ends without NPU_OP_STOP (truncated)")
 
 
-def refuse_u85(config, words: np.ndarray):
-    """An Ethos-U85 stream decodes (a malformed command is an error naming it), but the
-    model does not run it: NotSupported naming what the stream holds and what is missing."""
-    commands = decode_words(words, R85)
-    ops = Counter(c[2][len("NPU_OP_"):] for c in commands if c[2] in R85.OPERATIONS)
-    formats = sorted({"fast" if c[3] & 1 else "standard" for c in commands
-                      if c[2] == "WEIGHT_FORMAT"})
-    held = ", ".join(f"{n} x{k}" for n, k in sorted(ops.items())) or "no operations"
-    raise ExecuTorchError(
-        ErrorCode.NotSupported,
-        f"{BACKEND}: the command stream is for {config.name}: its {len(commands)} commands "
-        f"decode ({held}; weights for the {' and '.join(formats) or 'no'} weight decoder), "
-        "but the NPU model executes Ethos-U55 and Ethos-U65 streams only: the Ethos-U85's "
-        "weight encodings and operation semantics are not modelled yet")
-
-
 class Arch:
     """Micro-block sizes of an Ethos-U55/U65 configuration (vela's architecture table)."""
 
@@ -141,7 +123,7 @@ class Arch:
             raise ExecuTorchError(
                 ErrorCode.NotSupported,
                 f"{BACKEND}: the command stream is for {config.name}; the NPU model runs "
-                "Ethos-U55 and Ethos-U65 streams only")
+                "Ethos-U55, Ethos-U65 and Ethos-U85 streams only")
         if config.macs not in self.UBLOCKS:
             raise ExecuTorchError(ErrorCode.NotSupported,
                                   f"{BACKEND}: {config.name}: no such MAC configuration")
@@ -154,13 +136,20 @@ class Arch:
 
 
 class Compiler:
+    isa = R  # the opcode tables (registers_u85 for the Ethos-U85)
+
     def __init__(self, arch: Arch, region_sizes: dict):
         self.arch = arch
         self.sizes = region_sizes
         self.regs = _Regs()
 
     # ---- feature maps ------------------------------------------------------------
-    def _fm(self, prefix: str, dims: tuple, c: tuple, writable: bool, prec_table) -> FeatureMap:
+    def _fm(self, prefix: str, dims: tuple, c: tuple, writable: bool, prec_table,
+            order: tuple = (0, 1, 2), flip: int | None = None) -> FeatureMap:
+        """The feature map ``prefix`` of ``dims`` (H, W, C) as its registers place it.
+        ``order``: the axes of ``dims`` in the order memory holds them (an Ethos-U85 OFM
+        written transposed: its tiles and strides describe the transposed shape);
+        ``flip``: an axis written reversed (Ethos-U85)."""
         g = self.regs.get
         idx, w = c
         region = g(f"{prefix}_REGION")
@@ -176,12 +165,13 @@ class Compiler:
             raise stream_error(idx, w, f"{prefix}_REGION {region} is not a memory region")
         if writable and region == 0:
             raise stream_error(idx, w, f"{prefix} writes into region 0 (read-only weights)")
-        H, W, C = dims
         if min(dims) < 1:
             raise stream_error(idx, w, f"{prefix} has empty dimensions {list(dims)}")
-        if H * W * C > MAX_FM_ELEMENTS:
-            raise stream_error(idx, w, f"{prefix} {H}x{W}x{C} is larger than the model's limit "
-                                       f"of {MAX_FM_ELEMENTS} elements", ErrorCode.NotSupported)
+        if dims[0] * dims[1] * dims[2] > MAX_FM_ELEMENTS:
+            raise stream_error(idx, w, f"{prefix} {'x'.join(map(str, dims))} is larger than "
+                                       f"the model's limit of {MAX_FM_ELEMENTS} elements",
+                               ErrorCode.NotSupported)
+        H, W, C = (dims[k] for k in order)
         bases = [g(f"{prefix}_BASE{t}")[0] for t in range(4)]
         sx, sy, sc = (g(f"{prefix}_STRIDE_{a}")[0] for a in "XYC")
         h0 = g(f"{prefix}_HEIGHT0_M1") + 1
@@ -199,6 +189,10 @@ class Compiler:
         ch = np.arange(C, dtype=np.int64)
         coff = ch * sc if fmt == 0 else (ch // 16) * sc + (ch % 16) * esz
         index = off[:, :, None] + coff[None, None, :]
+        if order != (0, 1, 2):
+            index = index.transpose(np.argsort(order))
+        if flip is not None:
+            index = np.flip(index, flip)
         lo, hi = int(index.min()), int(index.max()) + esz
         if lo < 0 or hi > self.sizes[region]:
             raise stream_error(idx, w, f"{prefix} {R.FORMATS[fmt]} {H}x{W}x{C} at bases "
@@ -278,7 +272,7 @@ class Compiler:
     def compile(self, words: np.ndarray) -> list:
         ops = []
         regs = self.regs.v
-        for idx, word, name, param, payload in decode_words(words):
+        for idx, word, name, param, payload in decode_words(words, self.isa):
             c = (idx, word)
             if payload is not None:
                 regs[name] = (payload, param)
@@ -286,7 +280,7 @@ class Compiler:
             if not name.startswith("NPU_OP_"):
                 regs[name] = param
                 continue
-            if name not in R.OPERATIONS:
+            if name not in self.isa.OPERATIONS:
                 continue  # STOP ends the list; waits, IRQ, PMU: nothing to model
             ops.append(self._operation(name, param, c))
         return ops
@@ -295,24 +289,48 @@ class Compiler:
         g = self.regs.get
         op = Operation(name[7:].lower(), c[0], c[1], {})
         if name == "NPU_OP_DMA_START":
-            src_r, dst_r = g("DMA0_SRC_REGION"), g("DMA0_DST_REGION")
-            if (src_r >> 8) & 1 or (dst_r >> 8) & 1:
-                raise stream_error(*c, "DMA to or from internal memory (SHRAM, e.g. a "
-                                       "lookup table) is not modelled", ErrorCode.NotSupported)
-            if (src_r >> 9) & 3 or (dst_r >> 9) & 3:
-                raise stream_error(*c, "2-D/3-D strided DMA is not modelled",
-                                   ErrorCode.NotSupported)
-            src, dst, n = g("DMA0_SRC", (0, 0))[0], g("DMA0_DST", (0, 0))[0], \
-                g("DMA0_LEN", (0, 0))[0]
-            self._span(c, "DMA source", src_r & 0xFF, src, n)
-            self._span(c, "DMA destination", dst_r & 0xFF, dst, n)
-            if dst_r & 0xFF == 0:
-                raise stream_error(*c, "DMA writes into region 0 (read-only weights)")
-            op.attrs.update(src=(src_r & 0xFF, src), dst=(dst_r & 0xFF, dst), length=n)
-            return op
+            return self._dma(c, op)
         ofm_dims = (g("OFM_HEIGHT_M1") + 1, g("OFM_WIDTH_M1") + 1, g("OFM_DEPTH_M1") + 1)
         op.ofm = self._fm("OFM", ofm_dims, c, True, R.OFM_PRECISION)
         self._output_stage(c, op)
+        return self._compute(name, param, c, op, ofm_dims)
+
+    def _dma(self, c, op: Operation) -> Operation:
+        """A 1-D DMA between memory regions."""
+        g = self.regs.get
+        src_r, dst_r = g("DMA0_SRC_REGION"), g("DMA0_DST_REGION")
+        if (src_r >> 8) & 1 or (dst_r >> 8) & 1:
+            raise stream_error(*c, "DMA to or from internal memory (SHRAM, e.g. a "
+                                   "lookup table) is not modelled", ErrorCode.NotSupported)
+        if (src_r >> 9) & 3 or (dst_r >> 9) & 3:
+            raise stream_error(*c, "2-D/3-D strided DMA is not modelled",
+                               ErrorCode.NotSupported)
+        src, dst, n = g("DMA0_SRC", (0, 0))[0], g("DMA0_DST", (0, 0))[0], \
+            g("DMA0_LEN", (0, 0))[0]
+        self._span(c, "DMA source", src_r & 0xFF, src, n)
+        self._span(c, "DMA destination", dst_r & 0xFF, dst, n)
+        if dst_r & 0xFF == 0:
+            raise stream_error(*c, "DMA writes into region 0 (read-only weights)")
+        op.attrs.update(src=(src_r & 0xFF, src), dst=(dst_r & 0xFF, dst), length=n)
+        return op
+
+    def _check_convolution(self, c, op: Operation, scale_length: int, ohwi: tuple) -> None:
+        """What a CONV/DEPTHWISE needs: a bias/scale record per OFM channel, an IFM the
+        model convolves, weights within the model's limits."""
+        oc = ohwi[0]
+        if scale_length < 10 * oc:
+            raise stream_error(*c, f"SCALE_LENGTH {scale_length} holds fewer than the {oc} "
+                                   "10-byte bias/scale records the OFM depth needs")
+        if op.ifm.esz == 4:
+            raise stream_error(*c, "32-bit IFM convolution is not modelled",
+                               ErrorCode.NotSupported)
+        if int(np.prod(ohwi)) > MAX_WEIGHTS:
+            raise stream_error(*c, f"{'x'.join(map(str, ohwi))} weights are beyond the "
+                                   "model's limits", ErrorCode.NotSupported)
+
+    def _compute(self, name: str, param: int, c, op: Operation, ofm_dims: tuple) -> Operation:
+        """CONV, DEPTHWISE, POOL and ELEMENTWISE: their inputs, weights and modes."""
+        g = self.regs.get
         if name in ("NPU_OP_CONV", "NPU_OP_DEPTHWISE"):
             self._kernel(c, op, name == "NPU_OP_CONV", ofm_dims)
             kh, kw = op.attrs["kernel"]
@@ -323,17 +341,9 @@ class Compiler:
             sb, sl = g("SCALE_BASE", (0, 0))[0], g("SCALE_LENGTH", (0, 0))[0]
             self._span(c, "weights", wr, wb, wl)
             self._span(c, "scales", sr, sb, sl)
-            if sl < 10 * oc:
-                raise stream_error(*c, f"SCALE_LENGTH {sl} holds fewer than the {oc} 10-byte "
-                                       "bias/scale records the OFM depth needs")
-            if op.ifm.esz == 4:
-                raise stream_error(*c, "32-bit IFM convolution is not modelled",
-                                   ErrorCode.NotSupported)
             depthwise = name == "NPU_OP_DEPTHWISE"
+            self._check_convolution(c, op, sl, (oc, kh, kw, 1 if depthwise else ic))
             dy, dx = op.attrs["dilation"]
-            if oc * kh * kw * (1 if depthwise else ic) > MAX_WEIGHTS:
-                raise stream_error(*c, f"{oc}x{kh}x{kw}x{ic} weights are beyond the model's "
-                                       "limits", ErrorCode.NotSupported)
             op.attrs.update(
                 weights=(wr, wb, wl), scales=(sr, sb, sl),
                 ohwi=(oc, kh, kw, 1 if depthwise else ic),

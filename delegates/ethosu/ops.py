@@ -188,9 +188,13 @@ class Executor:
             w[perm[keep]] = vals[keep]
             self._w[op.index] = (raw, w.reshape(a["ohwi"]))
 
-    def weights(self, op: Operation, regions) -> np.ndarray:
+    def weight_bytes(self, op: Operation, regions) -> bytes:
+        """The bytes of ``op``'s weight stream as memory holds them now."""
         wr, wb, wl = op.attrs["weights"]
-        raw = regions[wr][wb:wb + wl].tobytes()
+        return regions[wr][wb:wb + wl].tobytes()
+
+    def weights(self, op: Operation, regions) -> np.ndarray:
+        raw = self.weight_bytes(op, regions)
         hit = self._w.get(op.index)
         if hit is None or hit[0] != raw:
             self.load_weights([(op, raw)])
@@ -203,9 +207,13 @@ class Executor:
         hit = self._s.get(op.index)
         if hit is not None and hit[0] == key:
             return hit[1]
-        rec = W.unpack_scales(raw, op.ofm.dims[2])
+        rec = self.unpack_scales(op, raw)
         self._s[op.index] = (key, rec)
         return rec
+
+    def unpack_scales(self, op: Operation, raw: np.ndarray):
+        """(bias, scale, shift) from ``op``'s bias/scale records."""
+        return W.unpack_scales(raw, op.ofm.dims[2])
 
     def scale_records(self, op: Operation):
         """(bias, scale, shift) per output channel of a convolution, as it last read them
@@ -292,13 +300,7 @@ class Executor:
                 a, b = b, a
             if mode in ("ADD", "SUB"):
                 a, b = self._operand_scaling(op, a, b)
-                acc = a + b if mode == "ADD" else a - b
-            elif mode == "MUL":
-                acc = a * b
-            elif mode == "MIN":
-                acc = np.minimum(a, b)
-            else:
-                acc = np.maximum(a, b)
+            acc = combine(mode, a, b)
         scale, shift = a_["ofm_scale"]
         output(op, acc, scale, shift, regions)
 
@@ -315,6 +317,21 @@ class Executor:
         if mode == 1:
             return scaled, b << 19
         return a << 19, scaled
+
+
+def combine(mode: str, a: np.ndarray, b) -> np.ndarray:
+    """ELEMENTWISE ``mode`` on its operands (zero points off, scaled); ABS ignores ``b``."""
+    if mode == "ADD":
+        return a + b
+    if mode == "SUB":
+        return a - b
+    if mode == "MUL":
+        return a * b
+    if mode == "MIN":
+        return np.minimum(a, b)
+    if mode == "MAX":
+        return np.maximum(a, b)
+    return np.abs(a)
 
 
 def pooling_scale(count: np.ndarray):

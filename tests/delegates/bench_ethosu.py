@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-DEFAULT = ("mlp_u55", "cnn_u55", "mnv2_u55")
+DEFAULT = ("mlp_u55", "cnn_u55", "mnv2_u55", "mlp_u85", "cnn_u85", "mnv2_u85")
 
 
 def bench(name: str, runs: int = 5) -> dict:

@@ -5,7 +5,8 @@
     fx.pte_path, fx.tosa_path, fx.inputs, fx.meta
 
 ``*_u55`` / ``*_u65`` / ``*_u85``: ``EthosUQuantizer`` (symmetric config) then
-``EthosUPartitioner`` for ``ethos-u55-128`` / ``ethos-u65-256`` / ``ethos-u85-256``;
+``EthosUPartitioner`` for ``ethos-u55-128`` / ``ethos-u65-256`` / ``ethos-u85-256``
+(``*_u85_128``, ``_512``, ``_2048``: the other Ethos-U85 sizes);
 the program holds an ``EthosUBackend`` delegate (a vela command stream). ``tosa_path`` is the TOSA
 graph vela compiled, which ExecuTorch writes out when asked to dump intermediate
 artifacts: the oracle, run by the TOSA reference model. ``*_tosa_int`` /
@@ -22,7 +23,9 @@ the models above never reach. ``ew16_*``: 16-bit elementwise ops, quantised with
 programs for a TOSA RESCALE in ``DOUBLE_ROUND`` mode; ExecuTorch 1.5.1 writes every
 RESCALE as ``SINGLE_ROUND``, so these are exported as usual and the TOSA graph is
 given to vela with its RESCALEs switched to ``DOUBLE_ROUND`` (``double_round``); that
-edited graph, the one vela compiled, is ``tosa_path``.
+edited graph, the one vela compiled, is ``tosa_path``. ``ops_u85``: the Ethos-U85's
+transposed and reversed OFMs, MIN pools, elementwise MIN/MAX/ABS of rescaled operands, a
+broadcast and a scalar.
 
 Cache: ``$PYRUNTIME_FIXTURES`` or ``<repo>/tests/.fixtures/``, files ``arm_<name>.*``;
 the ``.key`` file (versions + hashes) is written last, so a partial build is redone.
@@ -52,8 +55,8 @@ FORMAT_VERSION = "1"
 @dataclass(frozen=True)
 class Spec:
     version: str
-    model: str  # "mlp" | "cnn" | "mnv2" | "tfl" | "ew16"
-    target: str  # ethos-u55-128 | ethos-u85-256 | TOSA-1.0+INT | TOSA-1.0+FP
+    model: str  # "mlp" | "cnn" | "mnv2" | "tfl" | "ew16" | "ops"
+    target: str  # ethos-u55-128 | ethos-u85-256 | ... | TOSA-1.0+INT | TOSA-1.0+FP
     quant: str = "a8w8"  # "a16w8": 16-bit activations, 8-bit weights
     double_round: bool = False  # vela gets the TOSA graph with DOUBLE_ROUND RESCALEs
 
@@ -82,6 +85,15 @@ SPECS = {
     "cnn_u65": Spec("1", "cnn", "ethos-u65-256"),  # its fast scratch: memory region 2
     "mlp_u85": Spec("1", "mlp", "ethos-u85-256"),
     "cnn_u85": Spec("1", "cnn", "ethos-u85-256"),
+    "mlp_u85_128": Spec("1", "mlp", "ethos-u85-128"),
+    "cnn_u85_128": Spec("1", "cnn", "ethos-u85-128"),
+    "mnv2_u85": Spec("1", "mnv2", "ethos-u85-256"),  # ~2 minutes of export, once
+    "mnv2_u85_128": Spec("1", "mnv2", "ethos-u85-128"),  # ~2 minutes of export, once
+    # several weight decoders: 2 (512 MACs) and 4 (2048), each with a stream of its own
+    "mlp_u85_512": Spec("1", "mlp", "ethos-u85-512"),
+    "cnn_u85_512": Spec("1", "cnn", "ethos-u85-512"),
+    "mlp_u85_2048": Spec("1", "mlp", "ethos-u85-2048"),
+    "cnn_u85_2048": Spec("1", "cnn", "ethos-u85-2048"),
     "mlp_tosa_int": Spec("1", "mlp", "TOSA-1.0+INT"),
     "cnn_tosa_int": Spec("1", "cnn", "TOSA-1.0+INT"),
     "mlp_tosa_fp": Spec("1", "mlp", "TOSA-1.0+FP"),
@@ -91,6 +103,9 @@ SPECS = {
     "tfl_u65": Spec("1", "tfl", "ethos-u65-256", double_round=True),
     "ew16_u55": Spec("1", "ew16", "ethos-u55-128", quant="a16w8"),
     "ew16_u65": Spec("1", "ew16", "ethos-u65-256", quant="a16w8"),
+    "tfl_u85": Spec("1", "tfl", "ethos-u85-256", double_round=True),
+    "ew16_u85": Spec("1", "ew16", "ethos-u85-256", quant="a16w8"),
+    "ops_u85": Spec("1", "ops", "ethos-u85-256"),
 }
 NAMES = tuple(SPECS)
 SHAPES = {"mlp": (2, 32), "cnn": (1, 3, 32, 32), "mnv2": (1, 3, 96, 96)}
@@ -99,7 +114,8 @@ SHAPES = {"mlp": (2, 32), "cnn": (1, 3, 32, 32), "mnv2": (1, 3, 96, 96)}
 # same scale, so vela fuses a + b and a - b into one 16-bit-scale-mode operation; their
 # sum needs a larger (non power of two) output scale; c has a scale of its own.
 PATH_INPUTS = {"tfl": (((1, 4, 8, 8), 2.0), ((1, 8, 8, 8), 2.0)),
-               "ew16": (((1, 8, 4, 4), 6.0), ((1, 8, 4, 4), 6.0), ((1, 8, 4, 4), 20.0))}
+               "ew16": (((1, 8, 4, 4), 6.0), ((1, 8, 4, 4), 6.0), ((1, 8, 4, 4), 20.0)),
+               "ops": (((1, 8, 6, 6), 2.0), ((1, 8, 6, 6), 3.0), ((1, 8, 1, 1), 2.0))}
 _DEPS = ("torch", "executorch", "ethos-u-vela", "tosa-tools")
 
 
@@ -153,8 +169,18 @@ def _path_model(kind: str):
         def forward(self, a, b, c):
             return a + b, a - b, a * c, a + c
 
+    class Ops(nn.Module):
+        """Elementwise MIN/MAX/ABS of differently scaled operands (one broadcast, one a
+        scalar), a transposition, a reversal and a minimum over H and W."""
+
+        def forward(self, x, y, z):
+            return (torch.minimum(x, y), torch.maximum(x, z), torch.abs(x - y),
+                    x.permute(0, 1, 3, 2), torch.flip(y, dims=[3]),
+                    torch.amin(x, dim=(2, 3), keepdim=True), x * y,
+                    torch.maximum(y, torch.tensor(0.75)))
+
     torch.manual_seed(0)
-    return (TflPaths() if kind == "tfl" else Elementwise16()).eval()
+    return {"tfl": TflPaths, "ew16": Elementwise16, "ops": Ops}[kind]().eval()
 
 
 def model_input(kind: str, seed: int = 0) -> np.ndarray:

@@ -41,13 +41,28 @@ from pyruntime.delegates.ethosu.payload import read_payload  # noqa: E402
 tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
 
 NPU = {"mlp_u55": "Ethos-U55-128", "cnn_u55": "Ethos-U55-128", "mnv2_u55": "Ethos-U55-128",
-       "cnn_u65": "Ethos-U65-256"}
-TRIALS = {"mlp_u55": 20, "cnn_u55": 5, "mnv2_u55": 2, "cnn_u65": 5}
+       "cnn_u65": "Ethos-U65-256",
+       "mlp_u85": "Ethos-U85-256", "cnn_u85": "Ethos-U85-256", "mnv2_u85": "Ethos-U85-256",
+       "mlp_u85_128": "Ethos-U85-128", "cnn_u85_128": "Ethos-U85-128",
+       "mnv2_u85_128": "Ethos-U85-128",
+       "mlp_u85_512": "Ethos-U85-512", "cnn_u85_512": "Ethos-U85-512",
+       "mlp_u85_2048": "Ethos-U85-2048", "cnn_u85_2048": "Ethos-U85-2048"}
+TRIALS = {"mlp_u55": 20, "cnn_u55": 5, "mnv2_u55": 2, "cnn_u65": 5,
+          "mlp_u85": 20, "cnn_u85": 5, "mnv2_u85": 2, "mlp_u85_128": 20, "cnn_u85_128": 5,
+          "mnv2_u85_128": 2, "mlp_u85_512": 20, "cnn_u85_512": 5, "mlp_u85_2048": 20,
+          "cnn_u85_2048": 5}
+SLOW = {"mnv2_u55", "mnv2_u85", "mnv2_u85_128"}  # ~2 minutes of export each, once
 # operations each stream must contain (what the model is exercised on)
+_U85_CNN = {"conv", "pool.MAX", "pool.AVERAGE", "pool.SUM"}
+_U85_MNV2 = {"conv", "depthwise", "elementwise.ADD", "pool.AVERAGE"}
 OPS = {"mlp_u55": {"conv"},
        "cnn_u55": {"conv", "pool.MAX", "pool.AVERAGE", "dma_start"},
        "mnv2_u55": {"conv", "depthwise", "elementwise.ADD", "pool.AVERAGE", "dma_start"},
-       "cnn_u65": {"conv", "pool.MAX", "pool.AVERAGE", "dma_start"}}
+       "cnn_u65": {"conv", "pool.MAX", "pool.AVERAGE", "dma_start"},
+       "mlp_u85": {"conv"}, "cnn_u85": _U85_CNN, "mnv2_u85": _U85_MNV2,
+       "mlp_u85_128": {"conv"}, "cnn_u85_128": _U85_CNN, "mnv2_u85_128": _U85_MNV2,
+       "mlp_u85_512": {"conv"}, "cnn_u85_512": _U85_CNN, "mlp_u85_2048": {"conv"},
+       "cnn_u85_2048": _U85_CNN}
 
 
 def oracle(fx, xs: list) -> list:
@@ -89,8 +104,8 @@ def test_registered_under_the_id_executorch_writes():
     assert ethosu_backend.is_available()
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "mnv2_u55"
-                                  else n for n in NPU])  # mnv2: ~2 minutes of export, once
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW
+                                  else n for n in NPU])
 def test_npu_model_equals_tosa_reference(name, handles):
     fx = get_fixture(name)
     h = handles(name)
@@ -111,7 +126,7 @@ def test_npu_model_equals_tosa_reference(name, handles):
     assert exact == total
 
 
-@pytest.mark.parametrize("name", ["mlp_u55", "cnn_u55"])
+@pytest.mark.parametrize("name", ["mlp_u55", "cnn_u55", "mlp_u85", "cnn_u85"])
 def test_program_runs_in_pyruntime_like_the_oracle(name):
     """The whole program (quantize, delegate, dequantize) through pyruntime's loader, on
     float inputs: its output, quantised back with the boundary q-params, equals the TOSA
@@ -166,21 +181,45 @@ def test_rounding_by_design(n):
     assert differ == 0
 
 
-@pytest.mark.parametrize("name,ops", [("mlp_u85", "CONV x3"), ("cnn_u85", "CONV x3, POOL x4")])
-def test_ethos_u85_streams_decode_and_are_refused_plainly(name, ops):
-    """vela's U85 streams decode command by command with the U85 opcode table (an unknown
-    opcode would be a stream error instead), and the refusal says what they hold."""
-    fx = get_fixture(name)
-    blob, specs, bid = delegate_blob(fx.pte_path)
-    assert bid == "EthosUBackend"
-    assert read_payload(np.frombuffer(blob, np.uint8)).config.name == "Ethos-U85-256"
-    with pytest.raises(ExecuTorchError) as e:
-        ethosu_backend.init(blob, specs, None)
-    assert e.value.code == ErrorCode.NotSupported
-    assert "EthosUBackend" in str(e.value) and "Ethos-U85" in str(e.value)
-    assert f"({ops}; weights for the " in str(e.value)
-    with pytest.raises(ExecuTorchError, match="Ethos-U85"):
-        pyruntime.Runtime.get().load_program(fx.pte_path).load_method("forward")
+@pytest.mark.parametrize("reg,param,what", [
+    (0x125, 4, "the lookup-table activation 4 is not modelled"),  # ACTIVATION: LUT_S8_S8
+    (0x124, 0x0210, "accumulators that start from KEEP"),  # ACC_FORMAT: acc kept
+    (0x124, 0x0240, "writes no OFM"),  # ACC_FORMAT: output disabled
+])
+def test_unmodelled_ethos_u85_features_are_refused_naming_the_command(reg, param, what):
+    """What the Ethos-U85 model does not compute is NotSupported at load, naming the
+    operation's command, never a wrong result."""
+    blob, specs, words = _words("mlp_u85")
+    starts = _command_starts(words)
+    at = next(s for s in starts if words[s] & 0xFFFF == reg)
+    op = next(i for i, s in enumerate(starts) if s > at and words[s] & 0xFFFF == 0x002)
+    w = list(words)
+    w[at] = reg | param << 16
+    e = _fails(_rebuild(blob, w), specs, f"command {op}", what)
+    assert e.code == ErrorCode.NotSupported
+
+
+@pytest.mark.parametrize("log2_macs,what", [(6, "no such Ethos-U85 configuration"),
+                                             (15, "no such Ethos-U85 configuration")])
+def test_an_unknown_ethos_u85_configuration_is_refused_plainly(log2_macs, what):
+    blob, specs, _ = _words("mlp_u85")
+    bad = bytearray(blob)
+    pos = bytes(blob).find(b"COP1") + 4  # the Config action's word follows the fourcc
+    word = int.from_bytes(bad[pos + 4:pos + 8], "little")
+    bad[pos + 4:pos + 8] = ((word & ~0xF) | log2_macs).to_bytes(4, "little")
+    e = _fails(bytes(bad), specs, f"Ethos-U85-{1 << log2_macs}", what)
+    assert e.code == ErrorCode.NotSupported
+
+
+def test_a_weight_stream_for_an_absent_decoder_names_the_command():
+    """Ethos-U85-256 has one weight decoder: a WEIGHT1_LENGTH is a malformed stream."""
+    blob, specs, words = _words("mlp_u85")
+    starts = _command_starts(words)
+    at = next(s for s in starts if words[s] & 0xFFFF == 0x4021)  # WEIGHT_LENGTH
+    op = next(i for i, s in enumerate(starts) if s > at and words[s] & 0xFFFF == 0x002)
+    w = words[:at] + [0x4091, 64] + words[at:]  # WEIGHT1_LENGTH 64 before it
+    e = _fails(_rebuild(blob, w), specs, f"command {op + 1}", "WEIGHT1_LENGTH 64")
+    assert e.code == ErrorCode.InvalidProgram
 
 
 # ---- malformed streams ------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """NPU paths the programs of ``test_ethosu.py`` never reach, each compared bit for bit with
 the TOSA reference model run on the TOSA graph vela compiled (fixtures ``tfl_*`` and
-``ew16_*`` of ``ethosu_fixtures``, for Ethos-U55-128 and Ethos-U65-256).
+``ew16_*`` of ``ethosu_fixtures``, for Ethos-U55-128, Ethos-U65-256 and Ethos-U85-256).
 
 TFL rounding (``OFM_PRECISION`` rounding mode 0, modelled as TOSA ``DOUBLE_ROUND``). vela
 programs it for a TOSA RESCALE in ``DOUBLE_ROUND`` mode and NATURAL for
@@ -46,8 +46,9 @@ from tests.delegates.test_ethosu import _rebuild  # noqa: E402
 
 tosa_reference_model = parts.importorskip("tosa_reference_model", "arm")
 
-NPU = {"tfl_u55": "Ethos-U55-128", "tfl_u65": "Ethos-U65-256",
-       "ew16_u55": "Ethos-U55-128", "ew16_u65": "Ethos-U65-256"}
+NPU = {"tfl_u55": "Ethos-U55-128", "tfl_u65": "Ethos-U65-256", "tfl_u85": "Ethos-U85-256",
+       "ew16_u55": "Ethos-U55-128", "ew16_u65": "Ethos-U65-256", "ew16_u85": "Ethos-U85-256",
+       "ops_u85": "Ethos-U85-256"}
 TRIALS = 8
 
 
@@ -123,13 +124,18 @@ def tfl_ops(h) -> dict:
     return out
 
 
-@pytest.mark.parametrize("name", ["tfl_u55", "tfl_u65"])
+@pytest.mark.parametrize("name", ["tfl_u55", "tfl_u65", "tfl_u85"])
 def test_tfl_rounding_is_what_the_oracle_needs(name):
+    """(On the Ethos-U85 the mode is DOUBLE_SYMMETRIC, in OFM_SCALE and IFM2_SCALE.)"""
     h = load(name)
     ops = tfl_ops(h)
     assert {"conv", "elementwise.MUL", "elementwise.ADD"} <= set(ops), h.op_counts
-    assert ops["elementwise.ADD"].attrs["ifm_scale_mode"] in (1, 2)
-    assert ops["elementwise.ADD"].attrs["ifm_rounding"] == "TFL"
+    add = ops["elementwise.ADD"].attrs
+    if name.endswith("u85"):  # B rescaled: multiplier, shift 11, TFL
+        assert add["operand_scales"][1][1:] == (11, "TFL")
+    else:
+        assert add["ifm_scale_mode"] in (1, 2)
+        assert add["ifm_rounding"] == "TFL"
     assert mismatches(h, name, 4 * TRIALS)[0] == 0
     for kind in ("conv", "elementwise.MUL"):  # the same stream, one op's TFL as NATURAL
         op = ops[kind]
@@ -146,7 +152,8 @@ def test_tfl_rounding_is_what_the_oracle_needs(name):
 IDENTITY_SCALES = {(1, 0), ((1 << 31) + 1, 31)}  # (multiplier, shift)
 
 
-@pytest.mark.parametrize("name", ["mlp_u55", "cnn_u55", "cnn_u65", "ew16_u55", "ew16_u65"])
+@pytest.mark.parametrize("name", ["mlp_u55", "cnn_u55", "cnn_u65", "ew16_u55", "ew16_u65",
+                                  "mlp_u85", "cnn_u85", "ew16_u85"])
 def test_executorch_streams_have_tfl_only_on_identity_scales(name):
     """Why the ``tfl_*`` fixtures edit the TOSA graph: with ExecuTorch's SINGLE_ROUND
     RESCALEs vela leaves TFL only on its own copies and widenings, whose output scales
@@ -185,6 +192,38 @@ def test_16bit_elementwise_paths_are_in_the_stream(name):
     widen = elementwise(h, "ADD", "s16", "s32")
     assert len(widen) == 2 and all(op.attrs["ifm_scale_mode"] == 0 for op in widen)
     assert elementwise(h, "MUL", "s32", "s32") and elementwise(h, "MUL", "s32", "s16")
+
+
+def test_16bit_elementwise_paths_on_the_ethos_u85():
+    """The U85 scales each operand itself (``IFM_SCALE``/``IFM2_SCALE``: multiplier and
+    shift), so vela builds ``a + c`` (two scales) as one 16-bit ADD with A rescaled, where
+    the U55 needs 32-bit steps; ``a + b`` and ``a - b`` scale both by 2048."""
+    h = load("ew16_u85")
+    (rescaled,) = [op for op in elementwise(h, "ADD", "s16", "s16")
+                   if op.attrs["operand_scales"][0][1] > 0]
+    scale, shift, _ = rescaled.attrs["operand_scales"][0]
+    assert scale & (scale - 1) and shift == 21
+    for mode in ("ADD", "SUB"):
+        assert any(tuple(s[:2] for s in op.attrs["operand_scales"]) == ((2048, 0), (2048, 0))
+                   for op in elementwise(h, mode, "s16", "s16"))
+    assert elementwise(h, "MUL", "s16", "s16")
+    assert not [op for op in h.ops if op.ofm.dtype == "s32"]
+
+
+def test_ethos_u85_paths_are_in_the_stream():
+    """What ``ops_u85`` exercises (each output equal to the oracle above): OFMs written
+    transposed and reversed, MIN pools, MIN/MAX/ABS/SUB of rescaled operands, an IFM2
+    broadcast (the NCHW inputs are feature maps of (C, H, W) here: ``z``, (8, 1, 1), is
+    broadcast along the last two axes) and a scalar IFM2."""
+    h = load("ops_u85")
+    assert {"pool.MIN", "elementwise.MIN", "elementwise.MAX", "elementwise.ABS",
+            "elementwise.SUB", "elementwise.MUL"} <= set(h.op_counts), h.op_counts
+    assert {op.attrs["ofm_order"] for op in h.ops} > {"HWC"}
+    assert {op.attrs["ofm_reversed"] for op in h.ops} > {None}
+    broadcast, scalar = sorted(elementwise(h, "MAX", "s8", "s8"), key=lambda o: o.ifm2 is None)
+    assert broadcast.ifm2.dims == (8, 1, 1) and broadcast.ofm.dims == (8, 6, 6)
+    assert any(s[0] != 1 << s[1] for s in broadcast.attrs["operand_scales"])
+    assert scalar.ifm2 is None and "scalar" in scalar.attrs  # max(y, 0.75): OP_SCALAR
 
 
 # ---- refusals ----------------------------------------------------------------------------

@@ -68,10 +68,12 @@ TARGETS = {t.name: t for t in (
                             ("qnn", "two_methods")), "reference", region="delegate",
            env=(("PYRUNTIME_QNN_ISOLATE", "1"), ("PYRUNTIME_QNN_ISOLATE_TIMEOUT", "20")),
            description="QNN delegate payloads, every QNN call in a worker process"),
-    Target("ethosu", (("ethosu", "mlp_u55"), ("ethosu", "cnn_u55")), "reference",
+    Target("ethosu", (("ethosu", "mlp_u55"), ("ethosu", "cnn_u55"), ("ethosu", "mlp_u85"),
+                      ("ethosu", "cnn_u85")), "reference",
            region="delegate",
            description="Ethos-U delegate payloads (vela_bin_stream blocks, COP1 driver header, "
-                       "register command stream, MLW weights) run on our NPU model"),
+                       "U55 and U85 register command streams, MLW and fast-decoder weights) "
+                       "run on our NPU model"),
     Target("native", (("native", "cnn_bn"), ("native", "attention"), ("native", "zoo2"),
                       ("native", "mlp_dynamic")), "fast", region="delegate",
            description="NativeBackend delegate payloads (NPTG fx graphs: named arguments, "
