@@ -211,15 +211,19 @@ def _nn(torch, F, nn) -> list[Case]:
     add(_cases("et_vk.apply_rotary_emb.default", _rope,
                (A((1, 3, 4, 8)), A((1, 3, 2, 8)), A((3, 4)), A((3, 4))), ("float32",), ulps=2))
 
-    add(_cases("aten.mm.default", _fn(torch.mm), (A((5, 7)), A((7, 6))), ulps=1))
-    add(_cases("aten.bmm.default", _fn(torch.bmm), (A((2, 5, 7)), A((2, 7, 6))), ulps=1))
+    # 7-term float32 dot products: torch's and lavapipe's sums (the JIT contracts to FMA or not
+    # by host CPU) each land within ~2 ulps of the float64 product, so up to ~2.4 ulps apart
+    # (mm: 1.79 and 1.79 from float64, 2.34 apart, on an Intel Xeon with AVX-512)
+    dot = 3
+    add(_cases("aten.mm.default", _fn(torch.mm), (A((5, 7)), A((7, 6))), ulps=dot))
+    add(_cases("aten.bmm.default", _fn(torch.bmm), (A((2, 5, 7)), A((2, 7, 6))), ulps=dot))
     add(_cases("aten.addmm.default", _fn(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2)),
                (A((6,)), A((5, 7)), A((7, 6))), ulps=3))
-    add(_cases("aten.linear.default", _mod(lambda: nn.Linear(7, 6)), (A((5, 7)),), ulps=1))
+    add(_cases("aten.linear.default", _mod(lambda: nn.Linear(7, 6)), (A((5, 7)),), ulps=dot))
     add(_cases("aten.linear.default", _mod(lambda: nn.Linear(7, 6, bias=False)), (A((5, 7)),),
-               variant="nobias", ulps=1))
+               variant="nobias", ulps=dot))
     add(_cases("aten.linear.default", _mod(lambda: nn.Linear(7, 6)), x3, variant="3d",
-               final=False, ulps=1))  # viewed back to 3-d after the product
+               final=False, ulps=dot))  # viewed back to 3-d after the product
 
     add(_cases("aten.convolution.default", _mod(lambda: nn.Conv2d(4, 8, 3, padding=1)), img,
                ulps=4))
