@@ -105,6 +105,14 @@ class _Worker:
                                f"{BACKEND}: the QNN worker process of this handle is gone "
                                f"({self.death or 'stopped'}); load the method again")
 
+    def _died(self, rc, when: str) -> ExecuTorchError:
+        """The error of a worker that ended on its own (``rc``: its exit status)."""
+        self.death = _describe_exit(rc)
+        self.stop()
+        return ExecuTorchError(ErrorCode.Internal,
+                               f"{BACKEND}: the QNN worker process died ({self.death}) {when}; "
+                               "this process is unharmed; the program's QNN handles are gone")
+
     def _exchange(self, msg, timeout: float):
         _send(self.proc.stdin, msg)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -146,6 +154,9 @@ class _Worker:
         running. A worker that dies or hangs becomes an ExecuTorchError."""
         with self.lock:
             if not self.alive():
+                if self.proc is not None and self.owner == os.getpid() and not start:
+                    # it died between two requests (a signal from outside): said as such
+                    raise self._died(self.proc.returncode, "between calls")
                 if not start:
                     raise self.gone()
                 self.stop()
@@ -166,12 +177,7 @@ class _Worker:
                     rc = self.proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:  # closed its end but lives on: killed
                     rc = None
-                self.death = _describe_exit(rc)
-                self.stop()
-                raise ExecuTorchError(ErrorCode.Internal,
-                                      f"{BACKEND}: the QNN library crashed the worker process "
-                                      f"({self.death}) in {msg[0]}; this process is unharmed; "
-                                      "the program's QNN handles are gone") from None
+                raise self._died(rc, f"in {msg[0]}") from None
         if answer[0] == "error":
             raise ExecuTorchError(ErrorCode(answer[1]), answer[2])
         return answer[1]
@@ -220,7 +226,7 @@ class IsolatedHandle:
     def _live(self) -> None:
         if self.closed:
             raise ExecuTorchError(ErrorCode.DelegateInvalidHandle, f"{BACKEND}: handle destroyed")
-        if self.generation != self.worker.generation or not self.worker.alive():
+        if self.generation != self.worker.generation:
             raise self.worker.gone()
 
     def execute(self, args) -> None:
