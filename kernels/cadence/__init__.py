@@ -1,1 +1,1 @@
-"""Cadence's int8 DSP kernels (``cadence::*``): reference tier only."""
+"""Cadence's int8 DSP kernels (``cadence::*``): reference (numpy) and compiled tiers."""
