@@ -44,6 +44,7 @@ B_FN, B_X, B_W, B_BIAS, B_OUT, B_SH, B_SW, B_PH, B_PW, B_DH, B_DW, B_G, B_SCR, B
 # own out: the final one overlaps the input).
 # (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU: kernels.conv.typed_direct)
 EP_CHUNK = 512  # output columns per gemm call when an epilogue follows
+COL_CHUNK = 256  # output columns per im2col + gemm step (their columns stay in L2)
 # Split into parts (intra-op threads, ``BindContext.bind_split``): B_NPART parts, B_PART
 # this block's: -1 checks and resizes the out, -2 does the move (B_MOVE), k >= 0 computes
 # part k: a range of whole output planes (direct loop), a range of output columns of
@@ -128,19 +129,23 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
     for n in range(N):
         for gi in range(g):
             xbase = (n * C + gi * Cg) * H * W
-            if pointwise:  # B: the input plane itself, or this part's im2col columns
-                pb, ldb = x[D_DATA] + xbase * item, L
-            else:
-                _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c1)
-                pb, ldb = pcols - c0 * item, c1 - c0
-            # with an epilogue, in column chunks: each chunk's outputs are still in cache
-            # when the epilogue runs (a pointwise 96 x 112*112 block is 4.8 MB)
+            pwt = wt + gi * wstep + r0 * kg * item if wt else 0
             j0 = c0
             while j0 < c1:
+                # with an epilogue, in column chunks: each chunk's outputs are still in cache
+                # when the epilogue runs (a pointwise 96 x 112*112 block is 4.8 MB)
                 nc = c1 - j0 if not flags or c1 - j0 < 2 * EP_CHUNK else EP_CHUNK
-                pwt = wt + gi * wstep + r0 * kg * item if wt else 0
+                if pointwise:  # B: the input plane itself
+                    pb, ldb = x[D_DATA] + (xbase + j0) * item, L
+                else:  # this chunk's im2col columns, read by the gemm while in cache
+                    # (unless the weight is packed by each gemm call: that would repeat)
+                    if wt and c1 - j0 >= 2 * COL_CHUNK:
+                        nc = COL_CHUNK
+                    _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, j0,
+                            j0 + nc)
+                    pb, ldb = pcols, nc
                 ordered_gemm(r1 - r0, nc, kg, w[0] + (gi * og + r0) * kg * item, kg, 1,
-                             pb + j0 * item, ldb, 1,
+                             pb, ldb, 1,
                              o[D_DATA] + ((n * O + gi * og + r0) * L + j0) * item, L, gscr, zero,
                              item, pwt, wk if wt else 0, fma)
                 if flags:

@@ -169,6 +169,9 @@ def _microkernel(mr, panels=1):
 _mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
 _mk1x4 = _microkernel(1, panels=4)  # one row, four panels: 8 accumulators in flight
 _mk6x2 = _microkernel(MR, panels=2)  # a full tile, two panels: 12 with 512-bit vectors
+# a full tile, four panels: 24 accumulators with 512-bit vectors (of 32 registers), each A
+# element loaded once per four panels; with 256-bit vectors, one loop per panel
+_mk6x4 = _microkernel(MR, panels=4)
 
 
 @njit(inline="always")
@@ -329,7 +332,7 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                     j = j0 + jj
                     if ccs == 1 and ((mr == 1 and nb - jj >= 4 * nr)
                                      or (mr == MR and nb - jj >= 2 * nr)):
-                        # full panels at once: four for one row, two for a full tile
+                        # full panels at once: four for one row, four or two for a full tile
                         if pbp != 0:
                             b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
                         elif not direct:
@@ -339,6 +342,9 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                         pt = pc + (i0 * crs + j) * item
                         if mr == 1:
                             _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
+                            jj += 4 * nr
+                        elif nb - jj >= 4 * nr:
+                            _mk6x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
                             jj += 4 * nr
                         else:
                             _mk6x2(a, b, ldb, pst, pt, crs, kc, load, fma, zero)

@@ -5,8 +5,8 @@ in order with the reference's (ATen's) update rule ``v > max or isnan(v)``,
 starting from (-inf, tap 0): padding taps hold -inf and never win, so only
 the in-bounds taps are visited and the result (values and flat per-plane
 int64 indices) is the reference's, including its corner cases.
-The taps are read with branch-free updates: a data-dependent branch per tap
-mispredicts often and cost 2-3x.
+The taps are read with branch-free updates (a data-dependent branch per tap
+mispredicts often and cost 2-3x), one tap at a time over a run of an output row.
 ``avg_pool2d`` sums the in-bounds taps in order in the tensor dtype (as
 ExecuTorch's portable kernel does) and divides by the reference's divisor;
 ``_adaptive_avg_pool2d`` averages ATen's bins ``[floor(i*H/oh),
@@ -125,29 +125,41 @@ def _max_typed(block, m):
     z = flat(o, m)
     zi = flat(oi, np.int64(0))
     ninf = cast_like(-math.inf, m)
+    # an output row at a time, tap by tap: for each tap, the run of the row's outputs it
+    # lies inside for (a loop over output columns, which vectorizes), so every output
+    # still takes its in-bounds taps in the reference's order
     for p in range(P):
         xb = p * H * W
-        ob = p * oh * ow
         for i in range(oh):
             hs = i * sh - ph
             a0, a1 = tap_range(hs, kh, dh, H)
+            ob = p * oh * ow + i * ow
             for j in range(ow):
-                ws = j * sw - pw
-                b0, b1 = tap_range(ws, kw, dw, W)
-                best = ninf
-                arg = hs * W + ws  # tap 0, even when it lies in the padding
-                for a in range(a0, a1):
-                    ri = (hs + a * dh) * W + ws
-                    r = xb + ri
-                    for b in range(b0, b1):
-                        v = xv[U(r + b * dw)]
-                        # take = v > best or isnan(v), without data-dependent branches
-                        msk = -np.int64((v > best) | (v != v))
-                        arg = (arg & ~msk) | ((ri + b * dw) & msk)
-                        best = max(best, v) if v == v else v
-                z[U(ob + i * ow + j)] = best
-                zi[U(ob + i * ow + j)] = arg
+                z[U(ob + j)] = ninf
+                zi[U(ob + j)] = hs * W + j * sw - pw  # tap 0, even when it lies in the padding
+            for a in range(a0, a1):
+                ri = (hs + a * dh) * W
+                for b in range(kw):
+                    off = b * dw - pw
+                    lo, hi = tap_range(off, ow, sw, W)
+                    if sw == 2:  # the common stride as a constant: its loads vectorize
+                        _max_taps(xv, z, zi, xb + ri + off, ri + off, ob, lo, hi, 2)
+                    else:
+                        _max_taps(xv, z, zi, xb + ri + off, ri + off, ob, lo, hi, sw)
     return OK
+
+
+@njit(inline="always")
+def _max_taps(xv, z, zi, xs, ixs, ob, lo, hi, sw):
+    """One tap for outputs [lo, hi) of a row: input ``xs + j * sw`` (plane index ``ixs + j *
+    sw``) against output ``ob + j``, by the reference's rule, branch-free."""
+    for j in range(lo, hi):
+        v = xv[U(xs + j * sw)]
+        best = z[U(ob + j)]
+        # take = v > best or isnan(v)
+        msk = -np.int64((v > best) | (v != v))
+        zi[U(ob + j)] = (zi[U(ob + j)] & ~msk) | ((ixs + j * sw) & msk)
+        z[U(ob + j)] = max(best, v) if v == v else v
 
 
 def max_pool_kernel(block):
