@@ -47,7 +47,7 @@ def _bias_word(ctx, bias, n):
     that must be all zeros), (0, 0) without one, or None."""
     if bias is None:
         return 0, 0
-    if bias.dtype not in _BIAS or n is not None and bias.numel != n or not bias.is_contiguous():
+    if bias.dtype not in _BIAS or (n is not None and bias.numel != n) or not bias.is_contiguous():
         return None
     return ctx.desc(bias), int(bias.scalar_type)
 
@@ -229,8 +229,8 @@ def bind_quantized_matmul(ctx, X, X_zero_point, Y, Y_zero_point, bias, out_multi
                           out_shift, out_zero_point, transposed, out):
     # the flow passes a bias of zeros (made by the program at run time): the kernel checks
     # it is all zeros, and a failed check re-runs on the reference, which names it
-    if X.ndim < 2:
-        return None
+    if X.ndim < 2 or Y.ndim != X.ndim or X.sizes[:-2] != Y.sizes[:-2]:
+        return None  # broadcast batch dims: the reference's
     return _bind_mm(ctx, MM_T if transposed else MM, X, Y, bias, X_zero_point, Y_zero_point,
                     out_multiplier, out_shift, out_zero_point, out, None)
 

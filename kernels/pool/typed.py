@@ -125,9 +125,9 @@ def _max_typed(block, m):
     z = flat(o, m)
     zi = flat(oi, np.int64(0))
     ninf = cast_like(-math.inf, m)
-    # an output row at a time, tap by tap: for each tap, the run of the row's outputs it
-    # lies inside for (a loop over output columns, which vectorizes), so every output
-    # still takes its in-bounds taps in the reference's order
+    # an output row at a time, tap by tap: each tap updates the run of the row's outputs
+    # whose windows hold it in bounds (a loop over output columns, which vectorizes), so
+    # every output still takes its in-bounds taps in the reference's order
     for p in range(P):
         xb = p * H * W
         for i in range(oh):

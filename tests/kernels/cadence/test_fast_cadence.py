@@ -118,6 +118,10 @@ def test_what_the_compiled_tier_leaves_to_the_reference():
     out = np.zeros((2, 3), np.int8)
     assert call_fast(C + "quantized_linear.per_tensor_out", x, w16, None, 0, 0, 1 << 30, 0, 0,
                      None, out) is None
+    # batch dims that broadcast
+    assert call_fast(C + "quantized_matmul.out", q((2, 3, 4), np.int8), 0,
+                     q((1, 4, 5), np.int8), 0, None, 1 << 30, 0, 0, False,
+                     np.zeros((2, 3, 5), np.int8)) is None
     # a zero multiplier has no scale: the reference kernel raises it
     assert call_fast(C + "quantized_relu.per_tensor_out", x, 0, 0, 0, 0, np.zeros_like(x)) is None
 
