@@ -400,12 +400,11 @@ def run_reference_runtime_fresh(pte: bytes, calls: list, method: str = "forward"
     import sys
     import tempfile
 
-    repo = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as d:
         args, out = Path(d) / "args.pkl", Path(d) / "out.pkl"
         args.write_bytes(pickle.dumps((bytes(pte), calls, method)))
         p = subprocess.run([sys.executable, "-c", _FRESH_CHILD, str(args), str(out)],
-                           cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                           cwd=_REPO, env={**os.environ, "PYTHONPATH": str(_REPO)},
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"executorch.runtime in a new process failed (rc {p.returncode}):"
