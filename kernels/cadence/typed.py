@@ -4,8 +4,8 @@ Contiguous tensors (NHWC as the flow lays them out; a conv weight in any dim ord
 or uint8 activations with weights of the same dtype; quantize into int8/uint8/int16/int32,
 dequantize from them into float32. The integer sums are exact (int64, whatever the
 order). Requantizing is the reference's float32 ``rint(v * f32(1 / scale)) +
-zero_point``, a non-finite result read as 0, clamped. ``quantized_layer_norm`` stays on
-the reference kernel (its float32 mean is numpy's pairwise sum).
+zero_point``, a non-finite result read as 0, clamped. ``quantized_layer_norm``'s float32
+means are numpy's pairwise sums, mirrored.
 """
 from __future__ import annotations
 
@@ -444,3 +444,128 @@ def bind_quantized_max_pool2d_nhwc(ctx, input, kernel_size, stride, padding, dil
     return ctx.bind(lazy(pool_kernel), [0, ctx.desc(input), ctx.desc(out), *k, *s, *p, *d,
                                         int(bool(ceil_mode)), _ACT[input.dtype],
                                         ref._limits(input.dtype)[0]])
+
+
+# ---- layer norm ------------------------------------------------------------------------------
+# The reference's float32 means are numpy's: a pairwise sum (runs of up to 128 in eight
+# partial sums, longer ones halved at a multiple of 8) added to 0, divided by the count.
+
+@njit
+def _pw_run(a, i, n):
+    """numpy's float32 pairwise sum of a[i:i + n], n <= 128."""
+    res = np.float32(0.0)
+    if n < 8:
+        for k in range(n):
+            res += a[i + k]
+        return res
+    r0, r1, r2, r3 = a[i], a[i + 1], a[i + 2], a[i + 3]
+    r4, r5, r6, r7 = a[i + 4], a[i + 5], a[i + 6], a[i + 7]
+    k = 8
+    while k < n - n % 8:
+        r0 += a[i + k]
+        r1 += a[i + k + 1]
+        r2 += a[i + k + 2]
+        r3 += a[i + k + 3]
+        r4 += a[i + k + 4]
+        r5 += a[i + k + 5]
+        r6 += a[i + k + 6]
+        r7 += a[i + k + 7]
+        k += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while k < n:
+        res += a[i + k]
+        k += 1
+    return res
+
+
+def _pw_level(inner):
+    """A pairwise sum of up to twice ``inner``'s reach: halved (at a multiple of 8) above
+    128, each half by ``inner`` (fixed levels, each a call: Numba compiles no recursion
+    here, and inlined levels would copy the run loop 2**levels times)."""
+    @njit
+    def level(a, i, n):
+        if n <= 128:
+            return _pw_run(a, i, n)
+        n2 = n // 2
+        n2 -= n2 % 8
+        return inner(a, i, n2) + inner(a, i + n2, n - n2)
+    return level
+
+
+_pw = _pw_run
+for _ in range(8):  # up to 128 * 2**8 = 32768 values
+    _pw = _pw_level(_pw)
+PW_MAX = 128 << 8
+
+
+@njit(inline="always")
+def _mean(a, n):
+    return (np.float32(0.0) + _pw(a, 0, n)) / np.float32(n)
+
+
+@njit(inline="always")
+def _layer_norm(block, x, o, marker):
+    st = resize_like(o, x)
+    if st != OK:
+        return st
+    n = block[3]
+    if x[D_NUMEL] % max(n, 1) != 0:
+        return INVALID_ARGUMENT
+    xs, zx = np.float32(bits_to_f64(block[4])), np.float32(block[5])
+    eps, zo = np.float32(bits_to_f64(block[6])), np.float32(block[7])
+    inv = np.float32(bits_to_f64(block[8]))
+    wf = ptr_like(desc(block[9])[D_DATA] if block[9] else x[D_DATA], np.float32(0))
+    bf = ptr_like(desc(block[10])[D_DATA] if block[10] else x[D_DATA], np.float32(0))
+    qmin, qmax = block[12], block[13]
+    xp = ptr_like(x[D_DATA], marker)
+    op = ptr_like(o[D_DATA], marker)
+    f = np.empty(n, np.float32)
+    c2 = np.empty(n, np.float32)
+    for r in range(x[D_NUMEL] // max(n, 1)):
+        b = r * n
+        for i in range(n):
+            f[i] = (np.float32(xp[b + i]) - zx) * xs
+        mu = _mean(f, n)
+        for i in range(n):
+            f[i] = f[i] - mu
+            c2[i] = f[i] * f[i]
+        var = _mean(c2, n)
+        # float32 sqrt, correctly rounded from the float64 one
+        rs = np.float32(1.0) / np.float32(np.sqrt(np.float64(var + eps)))
+        for i in range(n):
+            y = f[i] * rs
+            if block[9]:
+                y = y * wf[i]
+            if block[10]:
+                y = y + bf[i]
+            op[b + i] = _requant(y, inv, zo, qmin, qmax)
+    return OK
+
+
+def layer_norm_kernel(block):
+    x, o = descs(block, 1, 2)
+    if block[11] == ST_I8:
+        return _layer_norm(block, x, o, np.int8(0))
+    return _layer_norm(block, x, o, np.uint8(0))
+
+
+@register_fast("cadence::quantized_layer_norm.per_tensor_out")
+def bind_quantized_layer_norm(ctx, X, X_scale, X_zero_point, normalized_shape, weight, bias,
+                              eps, output_scale, output_zero_point, out):
+    try:
+        ns = tuple(int(v) for v in normalized_shape)
+    except (TypeError, ValueError):
+        return None
+    n = int(np.prod(ns)) if ns else 0
+    if X.dtype not in _ACT or out.dtype != X.dtype or not _contiguous(X, out, weight, bias) \
+            or not ns or tuple(X.sizes[X.ndim - len(ns):]) != ns or not 0 < n <= PW_MAX \
+            or any(t is not None and (t.dtype != np.float32 or t.numel != n)
+                   for t in (weight, bias)) \
+            or not -2**24 <= output_zero_point <= 2**24 or abs(X_zero_point) > 2**24 \
+            or float(output_scale) == 0:
+        return None
+    return ctx.bind(lazy(layer_norm_kernel), [
+        0, ctx.desc(X), ctx.desc(out), n, _f32_bits(ctx, X_scale), X_zero_point,
+        _f32_bits(ctx, eps), output_zero_point, _inverse(ctx, output_scale),
+        0 if weight is None else ctx.desc(weight), 0 if bias is None else ctx.desc(bias),
+        _ACT[X.dtype], *ref._limits(X.dtype)])

@@ -42,11 +42,10 @@ def test_equals_the_pt2e_converted_model(name, tier):
         got = m.execute(call)[0]
         assert got.dtype == want[0].dtype and np.array_equal(got, want[0]), \
             f"{int((got != want[0]).sum())} of {got.size} outputs differ"
-    if tier == "fast":  # every cadence:: op compiled but the layer norm (kernels/cadence/typed.py)
+    if tier == "fast":  # every cadence:: op compiled (kernels/cadence/typed.py)
         kinds = m._fast.loop.kinds()
         compiled = {ins.name for pc, ins in enumerate(m._fast.flat) if kinds[pc] == 0}
-        assert {op for op in ops if op.startswith("cadence::")} - compiled == \
-            ({"cadence::quantized_layer_norm.per_tensor_out"} & ops)
+        assert {op for op in ops if op.startswith("cadence::")} <= compiled
 
 
 def _t(a):

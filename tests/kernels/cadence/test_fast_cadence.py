@@ -132,3 +132,18 @@ def test_matmul_checks_its_bias_is_zeros_at_run_time():
     check_compiled(C + "quantized_matmul.out", args, (2, 4, 3), np.int8)
     args[4] = np.array([0, 1, 0], np.int32)  # the loop re-runs it on the reference: its error
     assert call_fast(C + "quantized_matmul.out", *args, np.zeros((2, 4, 3), np.int8)) != 0
+
+
+@pytest.mark.parametrize("dt", ACT)
+@pytest.mark.parametrize("shape,ns", [((4, 16), [16]), ((2, 3, 7), [7]), ((2, 6, 24), [6, 24]),
+                                       ((3, 200), [200]), ((2, 768), [768]), ((1, 5), [5]),
+                                       ((2, 4100), [4100])])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(dt, shape, ns, affine):
+    # numpy's pairwise float32 mean, mirrored: runs of 8 partial sums, halves above 128
+    x = q(shape, dt)
+    n = int(np.prod(ns))
+    w = (RNG.standard_normal(n) * 2).astype(np.float32).reshape(ns) if affine else None
+    b = RNG.standard_normal(n).astype(np.float32).reshape(ns) if affine else None
+    check_compiled(C + "quantized_layer_norm.per_tensor_out",
+                   [x, 0.031, zp(dt), ns, w, b, 1e-5, 0.0125, zp(dt)], shape, dt)
