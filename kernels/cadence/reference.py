@@ -41,11 +41,16 @@ def _np(t) -> np.ndarray:
     return t.numpy() if isinstance(t, ETensor) else np.asarray(t)
 
 
+def inverse_scale(scale) -> np.float32:
+    """``f32(1 / scale)``, the reciprocal taken in double (``requantize``'s multiplier)."""
+    return F32(1.0 / float(scale))
+
+
 def requantize(x: np.ndarray, scale: float, zero_point: int, qmin: int, qmax: int,
                dtype) -> np.ndarray:
     """``quantized_decomposed.quantize_per_tensor``: float32 ``x * f32(1 / scale)`` (the
     reciprocal in double), rounded half to even, plus the zero point, clamped."""
-    inv = F32(1.0 / float(scale))
+    inv = inverse_scale(scale)
     with np.errstate(invalid="ignore", over="ignore"):
         r = np.rint(x.astype(F32, copy=False) * inv) + F32(zero_point)
         r = np.where(np.isfinite(r), r, 0)

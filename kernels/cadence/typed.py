@@ -12,21 +12,21 @@ from __future__ import annotations
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
+from pyruntime.cython_ext.tensor import ETensor
 from pyruntime.kernels.cadence import reference as ref
 from pyruntime.kernels.fast import register_fast
 from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_I8,
                                        ST_U8, bits_to_f64, desc, descs, lazy, load_i64,
                                        ptr_like, resize_like, resize_to, store_i64)
-from pyruntime.kernels.pool.reference import _out_size
+from pyruntime.kernels.pool import reference as pool_ref
+from pyruntime.kernels.pool.typed import out_size
 
 _ACT = {np.dtype(np.int8): ST_I8, np.dtype(np.uint8): ST_U8}  # activation dtypes
 _STORE = {np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32)}  # quantize outs
 _BIAS = {np.dtype(np.int32), np.dtype(np.int64)}  # codes 3, 4: a code of 0 says "no bias"
 LIN, MM, MM_T = 0, 1, 2  # linear (w [N, K]); matmul (Y [.., K, N]); matmul, Y [.., N, K]
 Q, DQ = 0, 1
-
-out_size_nb = njit(inline="always")(_out_size)
 
 
 def _contiguous(*ts) -> bool:
@@ -38,8 +38,8 @@ def _f32_bits(ctx, v) -> int:
 
 
 def _inverse(ctx, scale) -> int:
-    """``f32(1 / scale)`` as the reference computes it, as a block word."""
-    return _f32_bits(ctx, 1.0 / float(scale))
+    """The reference's ``inverse_scale(scale)`` as a block word."""
+    return ctx.f64(float(ref.inverse_scale(scale)))
 
 
 def _bias_word(ctx, bias, n):
@@ -388,8 +388,8 @@ def _pool(block, x, o, marker):
     if x[D_NDIM] != 4:
         return INVALID_ARGUMENT
     N, H, W, C = x[D_SIZES], x[D_SIZES + 1], x[D_SIZES + 2], x[D_SIZES + 3]
-    OH = out_size_nb(H, kh, sh, ph, dh, ceil != 0)
-    OW = out_size_nb(W, kw, sw, pw, dw, ceil != 0)
+    OH = out_size(H, kh, sh, ph, dh, ceil != 0)
+    OW = out_size(W, kw, sw, pw, dw, ceil != 0)
     if OH < 1 or OW < 1:
         return INVALID_ARGUMENT
     st = resize_to(o, (N, OH, OW, C), 4)
@@ -428,17 +428,14 @@ def pool_kernel(block):
 @register_fast("cadence::quantized_max_pool2d_nhwc.out")
 def bind_quantized_max_pool2d_nhwc(ctx, input, kernel_size, stride, padding, dilation,
                                    ceil_mode, out):
-    from pyruntime.cython_ext.tensor import ETensor
-    from pyruntime.kernels.pool import reference as pool
-
     if input.dtype not in _ACT or out.dtype != input.dtype or input.ndim != 4 \
             or out.ndim != 4 or not _contiguous(input, out):
         return None
-    try:  # ATen's parameter rules, checked on the load-time sizes (as NCHW)
-        nchw = ETensor.empty(input.scalar_type, (input.sizes[0], input.sizes[3],
-                                                 *input.sizes[1:3]))
-        k, s, p, d, _ = pool._params("cadence::quantized_max_pool2d_nhwc.out", nchw,
-                                     kernel_size, stride, padding, dilation, ceil_mode)
+    try:  # ATen's parameter rules, checked on the load-time sizes (one NCHW plane: only
+        # H and W count)
+        plane = ETensor.empty(input.scalar_type, (1, 1, *input.sizes[1:3]))
+        k, s, p, d, _ = pool_ref._params("cadence::quantized_max_pool2d_nhwc.out", plane,
+                                         kernel_size, stride, padding, dilation, ceil_mode)
     except Exception:  # noqa: BLE001 - the reference raises the error at run time
         return None
     return ctx.bind(lazy(pool_kernel), [0, ctx.desc(input), ctx.desc(out), *k, *s, *p, *d,

@@ -22,6 +22,7 @@ import numpy as np
 
 from pyruntime.cython_ext.abi import D_NDIM, D_SIZES
 from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.pool import reference as pool_reference
 from pyruntime.kernels.fast.spatial_io import plane_count, resize_hw
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F32, ST_F64, ST_I64,
                                        cast_like, desc, descs, flat, lazy, scratch)
@@ -30,13 +31,8 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
 
 
-@njit(inline="always")
-def _out_size(size, k, s, p, d, ceil_mode):
-    num = size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
-    out = num // s + 1  # floor division, as in Python
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1
-    return out
+# ATen's pooling_output_shape, the reference's own (Numba's // floors, as Python's)
+out_size = njit(inline="always")(pool_reference._out_size)
 
 
 @njit(inline="always")
@@ -59,8 +55,8 @@ def pool_resize(x, o, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, sc):
     nd = x[D_NDIM]
     H = x[D_SIZES + nd - 2]
     W = x[D_SIZES + nd - 1]
-    oh = _out_size(H, kh, sh, ph, dh, ceil_mode)
-    ow = _out_size(W, kw, sw, pw, dw, ceil_mode)
+    oh = out_size(H, kh, sh, ph, dh, ceil_mode)
+    ow = out_size(W, kw, sw, pw, dw, ceil_mode)
     if oh < 1 or ow < 1:
         return INVALID_ARGUMENT, H, W, oh, ow
     return resize_hw(x, o, oh, ow, sc), H, W, oh, ow
