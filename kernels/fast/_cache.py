@@ -132,7 +132,10 @@ def source_key(path: Path) -> str:
             if f not in seen:
                 seen.add(f)
                 todo += _imports(f) - seen
+        from pyruntime.kernels.fast.deferred import NJIT_DEFAULTS
+
         h = hashlib.sha256(numba_version().encode())
+        h.update(repr(sorted(NJIT_DEFAULTS.items())).encode())
         for f in sorted(seen):
             rel = f.relative_to(ROOT).as_posix()
             if rel not in _NOT_COMPILED:

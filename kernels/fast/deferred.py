@@ -92,10 +92,20 @@ def _name(path: str):
     return _Placeholder(lambda: _numba(path), path)
 
 
-def _decorator(path: str, kind=_Placeholder):
-    """Numba's decorator ``path`` (``numba.njit``...): used bare or with options."""
+# Options every ``njit`` function gets unless it names them. IEEE division, as the kernels'
+# cfuncs (``kernels.fast.jit``) and the C++ loops have: with Numba's default ("python") a
+# float division checks its divisor and raises, and that check keeps LLVM from vectorizing
+# the loop around it (a fast-math gelu ran 5x slower). Part of every kernel's cache key
+# (``_cache.source_key``).
+NJIT_DEFAULTS = {"error_model": "numpy"}
+
+
+def _decorator(path: str, kind=_Placeholder, defaults=None):
+    """Numba's decorator ``path`` (``numba.njit``...): used bare or with options (and
+    ``defaults`` for those not given)."""
 
     def wrap(fn, args, kwargs):
+        kwargs = {**(defaults or {}), **kwargs}
         if _done:
             return _numba(path)(*args, **kwargs)(fn) if args or kwargs else _numba(path)(fn)
         make = (lambda: _numba(path)(*args, **kwargs)(fn)) if args or kwargs \
@@ -113,7 +123,7 @@ def _decorator(path: str, kind=_Placeholder):
     return decorator
 
 
-njit = _decorator("numba.njit", _Function)
+njit = _decorator("numba.njit", _Function, NJIT_DEFAULTS)
 intrinsic = _decorator("numba.extending.intrinsic")
 
 

@@ -45,11 +45,20 @@ def make(k):
 
 
 closure_fn = make(10)
+
+
+@njit
+def ratio(a, b):  # Numba's default error model would raise ZeroDivisionError here
+    return a / b
+
+
 external = value(lambda: "made", "a value")
 report["placeholder_types"] = sorted({type(o).__name__ for o in (add_one, closure_fn, external)})
 report["called"] = closure_fn(np.int64(3))  # a placeholder called from Python: materializes
 report["numba_after_call"] = "numba" in sys.modules and deferred.loaded()
 report["external"] = external if isinstance(external, str) else repr(external)
+report["ieee"] = [str(ratio(1.0, 0.0)), str(njit(lambda a, b: a / b)(-1.0, 0.0)),
+                  str(njit(error_model="python")(lambda a, b: a / b).targetoptions)]
 
 left = []
 seen = set()
@@ -96,6 +105,22 @@ def test_kernel_modules_import_without_numba_and_materialize_completely():
     assert got["external"] == "made"
     assert got["left"] == []
     assert got["real"] == [True, "function", True]
+    # deferred.NJIT_DEFAULTS: IEEE division by default, before and after materializing;
+    # an explicit option still wins
+    assert got["ieee"][:2] == ["inf", "-inf"]
+    assert "'error_model': 'python'" in got["ieee"][2]
+
+
+def test_njit_defaults_are_part_of_the_cache_key(monkeypatch):
+    """Compiled code depends on NJIT_DEFAULTS, which live in a file left out of the source
+    hash: changing them must still change every kernel's cache key."""
+    from pyruntime.kernels.fast import _cache, deferred
+
+    src = REPO / "kernels" / "fast" / "ordered.py"
+    before = _cache.source_key(src)
+    monkeypatch.setattr(deferred, "NJIT_DEFAULTS", {"error_model": "python"})
+    monkeypatch.setattr(_cache, "_KEYS", {})
+    assert _cache.source_key(src) != before
 
 
 def test_no_kernel_module_imports_numba_at_module_level():
