@@ -366,25 +366,30 @@ def _fast_un(op, x):
 
 
 @njit(inline="always")
-def _fast_range(op, x, z, i0, i1):
-    """z[i] = op(x[i]) for i in [i0, i1), one loop per op so that each vectorizes."""
+def _fast_range(op, x, z):
+    """z[i] = op(x[i]) over the whole of ``z``, one loop per op so that each vectorizes.
+
+    The index runs from 0 (callers slice a part's range first): with ``range(i0, i1)``
+    Numba's negative-index wraparound keeps LLVM from vectorizing, and the scalar loop's
+    branches then cost by the data (a fast gelu over 102400 activations: 1.05 ms in
+    the audio encoder against 0.17 ms vectorized)."""
     if op == U_SIGMOID:
-        for i in range(i0, i1):
+        for i in range(z.size):
             z[i] = sigmoid_fast(x[i])
     elif op == U_TANH:
-        for i in range(i0, i1):
+        for i in range(z.size):
             z[i] = tanh_fast(x[i])
     elif op == U_EXP:
-        for i in range(i0, i1):
+        for i in range(z.size):
             z[i] = exp_fast(x[i])
     elif op == U_GELU:
-        for i in range(i0, i1):
+        for i in range(z.size):
             z[i] = gelu_fast(x[i])
     elif op == U_GELU_TANH:
-        for i in range(i0, i1):
+        for i in range(z.size):
             z[i] = gelu_tanh_fast(x[i])
     else:
-        for i in range(i0, i1):
+        for i in range(z.size):
             z[i] = silu_fast(x[i])
 
 
@@ -417,7 +422,7 @@ def _fast_unary(op, a, o, part, npart, least):
     n = o[D_NUMEL]
     if is_contiguous(a) and is_contiguous(o):
         i0, i1 = (n * part // npart, n * (part + 1) // npart) if npart else (0, n)
-        _fast_range(op, x, z, i0, i1)
+        _fast_range(op, x[i0:i1], z[i0:i1])
         return done
     if part > 0:  # strided: part 0 does all
         return OK
@@ -467,9 +472,7 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
     if is_contiguous(a) and is_contiguous(o):
         if npart:  # part k of npart: elements [n * k // npart, n * (k + 1) // npart)
             i0, i1 = n * part // npart, n * (part + 1) // npart
-            for i in range(i0, i1):
-                z[i] = _un(op, x[i], lo, hi)
-            return OK
+            x, z, n, done = x[i0:i1], z[i0:i1], i1 - i0, OK  # (indices from 0: see _fast_range)
         if op == U_CLAMP:  # hardtanh/ReLU6 of every CNN: its own loop, so it vectorizes
             for i in range(n):
                 v = x[i]
