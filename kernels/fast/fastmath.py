@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from llvmlite import ir
+
 from pyruntime.kernels.fast.deferred import intrinsic, njit
-from pyruntime.kernels.fast.nb import f32_from_bits
 
 
 @intrinsic
@@ -56,6 +57,22 @@ E3, E4, E5 = np.float32(4.1665795894e-2), np.float32(1.6666665459e-1), np.float3
 HI, LO = np.float32(88.8), np.float32(-104.0)  # past these exp is inf / 0 anyway
 
 
+@intrinsic
+def pow2_f32(typingctx, v):
+    """2**v for a float32 ``v`` holding an integer in [-126, 127], from bits in 32-bit
+    lanes: v + 127 + ROUND has v + 127 in its low mantissa bits, and the shift to the
+    exponent field drops the rest. (Numba's integer arithmetic is 64-bit: a float ->
+    int32 -> shift in Python code widens every lane to int64 and back.)"""
+    sig = v(v)
+
+    def codegen(context, builder, signature, args):
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        b = builder.bitcast(builder.fadd(args[0], ir.Constant(f32, 127.0 + 12582912.0)), i32)
+        return builder.bitcast(builder.shl(b, ir.Constant(i32, 23)), f32)
+
+    return sig, codegen
+
+
 @njit(inline="always")
 def exp_fast(x):
     """exp of a float32, branch-free (vectorizes). NaN -> NaN."""
@@ -65,9 +82,9 @@ def exp_fast(x):
     r = (xc - n * LN2_HI) - n * LN2_LO
     p = fmadd(fmadd(fmadd(fmadd(fmadd(E0, r, E1), r, E2), r, E3), r, E4), r, E5)
     y = fmadd(p * r, r, r) + ONE
-    k = np.int32(n) if n == n else np.int32(0)
-    h = k >> 1  # 2**k as 2**h * 2**(k - h): each half a normal float for k in [-252, 254]
-    return y * f32_from_bits((h + 127) << 23) * f32_from_bits((k - h + 127) << 23)
+    n = n if n == n else np.float32(0)
+    h = np.floor(n * HALF)  # 2**n as 2**h * 2**(n - h): each half a normal float for n in
+    return y * pow2_f32(h) * pow2_f32(n - h)  # [-252, 254]
 
 
 @njit(inline="always")
