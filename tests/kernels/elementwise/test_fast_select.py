@@ -93,7 +93,12 @@ def test_any_all():
 
 WHERE_SHAPES = [((1, 32), (), ()), ((1, 4, 1, 1), (1, 4, 1, 32), (1, 4, 1, 32)),
                 ((2, 3), (2, 3), (2, 3)), ((3, 1), (1, 4), (4,)), ((), (2, 2), ()),
-                ((2, 1, 3), (5, 1), (2, 5, 3)), ((0, 3), (3,), ())]
+                ((2, 1, 3), (5, 1), (2, 5, 3)), ((0, 3), (3,), ()),
+                # contiguous rows of self/other/out: the condition broadcast along them (an
+                # attention's masked softmax) or a row of its own, operands broadcast over
+                # outer dims
+                ((1, 4, 30, 1), (1, 4, 30, 30), (1, 4, 30, 30)), ((2, 3, 24), (3, 24), (2, 3, 24)),
+                ((3, 1, 20), (2, 20), (3, 2, 20))]
 
 
 @pytest.mark.parametrize("shapes", WHERE_SHAPES)
