@@ -23,7 +23,7 @@ from math import prod
 import numpy as np
 
 from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
-from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU,
+from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, PAD_GAP,
                                                  channel_epilogue, direct_conv)
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of
@@ -244,8 +244,8 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
         pointwise = KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0
         if Cg == 1:
             # the zero-padded plane (if padded), then a flat stride-1 3x3 output plane
-            need = ((H + 2 * ph) * (W + 2 * pw) if ph or pw else 0) + H * (W + 2 * pw) \
-                + 2 * ph * (W + 2 * pw)
+            need = ((H + 2 * ph) * (W + 2 * pw) + PAD_GAP if ph or pw else 0) \
+                + H * (W + 2 * pw) + 2 * ph * (W + 2 * pw)
         else:
             kg = Cg * KH * KW
             need = (0 if pointwise else kg * (c1 - c0)) + gemm_scratch(O // g, c1 - c0, kg)
@@ -319,7 +319,7 @@ def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
            for i in range(2)]
     if cg == 1:  # the padded plane (if padded), then a flat output plane as wide
         padded = prod(sp[i] + 2 * padding[i] for i in range(2))
-        return (padded if any(padding) else 0) + padded
+        return (padded + PAD_GAP if any(padding) else 0) + padded
     pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]
     kg, L = cg * prod(kern), prod(osp)
     return (0 if pointwise else kg * L) + scratch_size(og, L, kg)

@@ -14,6 +14,10 @@ from pyruntime.kernels.fast.nb import ptr_like
 
 # what a fused epilogue runs (``bind_fused``'s flags)
 EP_BIAS, EP_BN, EP_CLAMP, EP_RELU = 1, 2, 4, 8
+# elements between the zero-padded plane and the flat output plane in the scratch: the flat
+# 3x3 loop reads up to 15 past the padded plane, and those reads must not overlap its
+# writes (LLVM's overlap check would then run the loop scalar)
+PAD_GAP = 16
 
 
 @njit
@@ -39,20 +43,24 @@ def channel_epilogue(of, base, L, oc, O, ep, flags):
 
 
 @njit
-def _pad_plane(dst, xp, xb, H, W, ph, pw):
-    """Copy one (H, W) input plane into ``dst`` as a zero-padded (H+2ph, W+2pw) plane."""
+def _pad_plane(dst, xp, xb, H, W, ph, pw, borders):
+    """Copy one (H, W) input plane into ``dst`` as a zero-padded (H+2ph, W+2pw) plane; the
+    zero borders only when ``borders`` (the next planes of a call reuse them)."""
     Wp = W + 2 * pw
-    for i in range(ph * Wp):
-        dst[i] = 0
-        dst[(ph + H) * Wp + i] = 0
+    if borders:
+        for i in range(ph * Wp):
+            dst[i] = 0
+            dst[(ph + H) * Wp + i] = 0
+        for ih in range(H):
+            d = (ph + ih) * Wp
+            for j in range(pw):
+                dst[d + j] = 0
+                dst[d + pw + W + j] = 0
     for ih in range(H):
-        d = (ph + ih) * Wp
-        for j in range(pw):
-            dst[d + j] = 0
-            dst[d + pw + W + j] = 0
+        d = (ph + ih) * Wp + pw
         s = xb + ih * W
         for j in range(W):
-            dst[d + pw + j] = xp[s + j]
+            dst[d + j] = xp[s + j]
 
 
 @njit
@@ -65,7 +73,11 @@ def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, 
     any) runs on each plane as soon as it is done. Output planes [p0, p1) of the N * O."""
     pad = ptr_like(buf.ctypes.data, zero)
     Hp = H + 2 * ph
-    tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) if ph or pw else 0) * item, zero)
+    tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) + PAD_GAP if ph or pw else 0) * item,
+                   zero)
+    if ph or pw:
+        for i in range(PAD_GAP):  # (read into lanes that are dropped: finite, not garbage)
+            pad[Hp * (W + 2 * pw) + i] = zero
     xp = ptr_like(x[D_DATA], zero)
     wf = ptr_like(w[0], zero)
     of = ptr_like(o[D_DATA], zero)
@@ -75,21 +87,22 @@ def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, 
         xb = (n * C + oc // og) * H * W
         if ph or pw:
             if oc % og == 0 or p == p0:
-                _pad_plane(pad, xp, xb, H, W, ph, pw)
+                _pad_plane(pad, xp, xb, H, W, ph, pw, p == p0)
             src, sb = pad, 0
         else:
             src, sb = xp, xb
         ob = p * OH * OW
         _direct_plane(src, sb, wf, oc * KH * KW, of, ob, tmp, W + 2 * pw, KH, KW, sh, sw,
-                      dh, dw, OH, OW)
+                      dh, dw, OH, OW, ph or pw)
         if flags:
             channel_epilogue(of, ob, OH * OW, oc, O, ep, flags)
 
 
 @njit
-def _direct_plane(src, sb, wf, wb, of, ob, tmp, Wp, KH, KW, sh, sw, dh, dw, OH, OW):
+def _direct_plane(src, sb, wf, wb, of, ob, tmp, Wp, KH, KW, sh, sw, dh, dw, OH, OW, padded):
     """One output plane of ``direct_conv`` (at ``of[ob:]``, zeroed) from its input plane at
-    ``src[sb:]`` (``Wp`` wide) and its taps at ``wf[wb:]``."""
+    ``src[sb:]`` (``Wp`` wide) and its taps at ``wf[wb:]``; ``padded``: ``src`` is the
+    zero-padded copy, with ``tmp`` right after it."""
     if KH == 3 and KW == 3 and sh == 1 and sw == 1 and OW >= 32:
         # stride 1, rows long enough to vectorize: straight into the out, row by row
         w0, w1, w2 = wf[wb], wf[wb + 1], wf[wb + 2]
@@ -114,7 +127,14 @@ def _direct_plane(src, sb, wf, wb, of, ob, tmp, Wp, KH, KW, sh, sw, dh, dw, OH, 
         w3, w4, w5 = wf[wb + 3], wf[wb + 4], wf[wb + 5]
         w6, w7, w8 = wf[wb + 6], wf[wb + 7], wf[wb + 8]
         r1, r2 = dh * Wp, 2 * dh * Wp
-        for p in range((OH - 1) * Wp + OW):
+        n = (OH - 1) * Wp + OW
+        if padded and Wp >= 7:
+            # a whole number of 16-position blocks, so that no scalar remainder loop runs
+            # (9 taps an element: a third of a 7x7 plane's time). The extra positions read
+            # at most 15 elements past the padded plane (the PAD_GAP zeros after it) and
+            # write at most 15 past the last kept one, inside ``tmp``'s Hp * Wp
+            n = (n + 15) // 16 * 16
+        for p in range(n):
             q = sb + p
             tmp[p] = (w0 * src[q] + w1 * src[q + dw] + w2 * src[q + 2 * dw]
                       + w3 * src[q + r1] + w4 * src[q + r1 + dw]
