@@ -24,7 +24,6 @@ limits.
 from __future__ import annotations
 
 import numpy as np
-
 from llvmlite import ir
 
 from pyruntime.kernels.fast.deferred import intrinsic, njit

@@ -44,13 +44,13 @@ def exp_poly(xd):
     loops vectorize. NaN -> NaN; below -110 (far under float32's smallest subnormal) it
     stays ~1e-48."""
     xc = min(max(xd, -110.0), 89.0)
-    n = math.floor(xc * LOG2E + 0.5)
+    n = np.floor(xc * LOG2E + 0.5)  # a float: see below
     r = (xc - n * LN2_HI) - n * LN2_LO
     p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
         1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320))))))))
     # 2**n from bits: n + 1023 sits in the low mantissa bits of n + 1023 + SHIFTER, and the
-    # shift to the exponent field drops the rest (AVX2 has no vector float64 -> int64
-    # conversion: np.int64(n) kept this loop scalar there)
+    # shift to the exponent field drops the rest (AVX2 has no vector conversion between
+    # float64 and int64: an integer n, as math.floor gives, kept the loop partly scalar)
     e = p * bits_to_f64(f64_to_bits(n + (1023.0 + SHIFTER)) << 52)
     return e if xd == xd else xd
 
