@@ -46,6 +46,12 @@ CASES = [
     ((1, 3, 11, 14), (6, 1, 3, 3), False, [2, 2], [1, 1], [1, 2], 3),        # dw s2 dilated
     ((1, 32, 9, 9), (30, 32, 3, 3), True, [1, 1], [1, 1], [1, 1], 1),        # k = 288 > KC
     ((1, 8, 20, 15), (40, 8, 1, 1), True, [1, 1], [0, 0], [1, 1], 1),        # n = 300 > NCB
+    # the flat depthwise loop over small padded planes, in whole 16-position blocks from
+    # rows 7 wide (below that, not rounded); dilated; padded along one axis only
+    ((2, 7, 5, 5), (7, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 7),           # dw, Wp = 7
+    ((1, 3, 4, 4), (3, 1, 3, 3), False, [1, 1], [1, 1], [1, 1], 3),          # dw, Wp = 6
+    ((1, 4, 5, 5), (4, 1, 3, 3), True, [1, 1], [2, 2], [2, 2], 4),           # dw 5x5 dilated
+    ((1, 4, 6, 9), (8, 1, 3, 3), True, [1, 1], [1, 0], [1, 1], 4),           # dw padded rows
 ]
 
 
