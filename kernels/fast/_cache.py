@@ -26,6 +26,12 @@ _PACKAGES = ("kernels", "cython_ext")
 # list never runs into the next line unless parenthesized
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[\w \t,]+)"
                      r"|import[ \t]+([\w.]+))", re.MULTILINE)
+# Options every ``njit`` function gets unless it names them (``deferred.njit``), part of
+# every kernel's key. IEEE division, as the kernels' cfuncs (``kernels.fast.jit``) and the
+# C++ loops have: with Numba's default ("python") a float division checks its divisor and
+# raises, and that check keeps LLVM from vectorizing the loop around it (a fast-math gelu
+# ran 5x slower).
+NJIT_DEFAULTS = {"error_model": "numpy"}
 # Project files that hold no code a kernel compiles (the binder registry, the argument
 # block builder, this locator): followed for their imports, left out of the hash, so
 # editing them recompiles nothing. Keep it so: a jitted helper belongs in another file.
@@ -132,8 +138,6 @@ def source_key(path: Path) -> str:
             if f not in seen:
                 seen.add(f)
                 todo += _imports(f) - seen
-        from pyruntime.kernels.fast.deferred import NJIT_DEFAULTS
-
         h = hashlib.sha256(numba_version().encode())
         h.update(repr(sorted(NJIT_DEFAULTS.items())).encode())
         for f in sorted(seen):

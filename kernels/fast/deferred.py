@@ -28,6 +28,8 @@ import sys
 import threading
 import types as _pytypes
 
+from pyruntime.kernels.fast._cache import NJIT_DEFAULTS
+
 _lock = threading.RLock()
 _done = False
 _pending: list = []  # placeholders in the order they were made (overloads register in order)
@@ -90,14 +92,6 @@ def _name(path: str):
     if _done:
         return _numba(path)
     return _Placeholder(lambda: _numba(path), path)
-
-
-# Options every ``njit`` function gets unless it names them. IEEE division, as the kernels'
-# cfuncs (``kernels.fast.jit``) and the C++ loops have: with Numba's default ("python") a
-# float division checks its divisor and raises, and that check keeps LLVM from vectorizing
-# the loop around it (a fast-math gelu ran 5x slower). Part of every kernel's cache key
-# (``_cache.source_key``).
-NJIT_DEFAULTS = {"error_model": "numpy"}
 
 
 def _decorator(path: str, kind=_Placeholder, defaults=None):

@@ -105,7 +105,7 @@ def test_kernel_modules_import_without_numba_and_materialize_completely():
     assert got["external"] == "made"
     assert got["left"] == []
     assert got["real"] == [True, "function", True]
-    # deferred.NJIT_DEFAULTS: IEEE division by default, before and after materializing;
+    # _cache.NJIT_DEFAULTS: IEEE division by default, before and after materializing;
     # an explicit option still wins
     assert got["ieee"][:2] == ["inf", "-inf"]
     assert "'error_model': 'python'" in got["ieee"][2]
@@ -114,11 +114,11 @@ def test_kernel_modules_import_without_numba_and_materialize_completely():
 def test_njit_defaults_are_part_of_the_cache_key(monkeypatch):
     """Compiled code depends on NJIT_DEFAULTS, which live in a file left out of the source
     hash: changing them must still change every kernel's cache key."""
-    from pyruntime.kernels.fast import _cache, deferred
+    from pyruntime.kernels.fast import _cache
 
     src = REPO / "kernels" / "fast" / "ordered.py"
     before = _cache.source_key(src)
-    monkeypatch.setattr(deferred, "NJIT_DEFAULTS", {"error_model": "python"})
+    monkeypatch.setattr(_cache, "NJIT_DEFAULTS", {"error_model": "python"})
     monkeypatch.setattr(_cache, "_KEYS", {})
     assert _cache.source_key(src) != before
 
