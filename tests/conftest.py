@@ -1,14 +1,17 @@
 """Skips that cannot hide: under CI (``CI=true``) a test skipped for a missing vendor part
 or extra fails the run, naming the part and its install step (``tests/parts.py``); so
 does a skip that gives no part and does not say it is not applicable here. Every run
-ends with one line saying what was skipped and why."""
+ends with one line saying what was skipped and why.
+
+A run of the whole suite also builds its fixtures in a second process meanwhile
+(``tests/prebuild.py``)."""
 from __future__ import annotations
 
 from collections import Counter
 
 import pytest
 
-from tests import parts
+from tests import parts, prebuild
 
 _skips: Counter = Counter()  # (part or None, reason) -> tests
 _ci_failures: list = []  # module-level skips under CI (they cannot become a test failure)
@@ -56,7 +59,14 @@ def pytest_make_collect_report(collector):
         _ci_failures.append(f"{collector.nodeid}: {msg}")
 
 
+def pytest_collection_finish(session):
+    # a whole-suite run builds the fixtures in a second process meanwhile (tests/prebuild.py)
+    if not session.config.option.collectonly:
+        session.config._prebuild = prebuild.start(len(session.items))
+
+
 def pytest_sessionfinish(session, exitstatus):
+    prebuild.stop(getattr(session.config, "_prebuild", None))
     if _ci_failures and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

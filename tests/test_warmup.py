@@ -154,7 +154,7 @@ def test_background_compile_runs_at_once_then_binds_the_compiled_kernels(tmp_pat
     nothing and the first run takes the reference kernels (at once); a background process
     compiles the kernels, ``wait_compiled`` (or a later execute) binds them; the next
     process finds them cached."""
-    pte, _ = small_program("linear_relu")
+    pte, _ = small_program("relu_neg")  # two kernels that compile fast
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYRUNTIME_CACHE": str(tmp_path),
            "PYRUNTIME_COMPILE": "background", "PYRUNTIME_SHIPPED": "0"}
 
@@ -197,7 +197,7 @@ print(json.dumps({"pending": pending, "ok": ok, "left": m.pending_kernels,
 def test_a_failed_background_compile_compiles_in_the_process(tmp_path):
     """If the background process exits without the kernels (a full disk, a read-only
     cache, killed), the method does not wait forever: it compiles them itself."""
-    pte, _ = small_program("linear_relu")
+    pte, _ = small_program("relu_neg")  # two kernels that compile fast
     got = run_json(_GAVE_UP, pte, timeout=1200,
                    env={"PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_COMPILE": "background",
                         "PYRUNTIME_PROGRESS": "0", "PYRUNTIME_SHIPPED": "0"})

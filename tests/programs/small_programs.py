@@ -27,6 +27,18 @@ def _linear_relu():
     return M(), (torch.randn(2, 4),), {}
 
 
+def _relu_neg():
+    """Two kernels that compile in seconds (two unary ops): for the tests that
+    compile from an empty cache."""
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x).neg()
+
+    return M(), (torch.randn(2, 4),), {}
+
+
 def _mutable_buffer():
     import torch
 
@@ -225,6 +237,7 @@ def _unplanned_inputs():
 
 BUILDERS = {
     "linear_relu": lambda: _export(_linear_relu),
+    "relu_neg": lambda: _export(_relu_neg),
     "mutable_buffer": lambda: _export(_mutable_buffer),
     "two_methods": lambda: _export(_two_methods),
     "dynamic": lambda: _export(_dynamic),
