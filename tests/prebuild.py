@@ -4,7 +4,7 @@ From empty caches about half of the suite's time is exporting fixtures (torch.ex
 ExecuTorch's lowering, vela, coremltools, export_llama), almost all of it on one core,
 while most tests run on one core too. So a whole-suite run (``tests/conftest.py``
 starts this at collection) builds the fixtures the suite will use in a child process, at
-a lower priority, from the last tests' end backwards (``STEPS``): the tests build what
+a lower priority, from the last tests' end backwards (``steps()``): the tests build what
 they reach first themselves, and the two meet in the middle. Every fixture module already
 serialises its builds across processes (a lock file per fixture, rechecked after taking
 it), so a test that reaches a fixture the child is building waits for it, and one the
