@@ -12,6 +12,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def repo_env() -> dict:
+    """This process's environment with the repository first on ``PYTHONPATH`` (what is
+    there already kept after it): for a child that builds fixtures."""
+    return dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
 def run_json(code: str, *args, env: dict | None = None, base: dict | None = None,
              timeout: float = 600):
     """The last stdout line of ``python -c code *args``, parsed as JSON. The child's

@@ -106,12 +106,13 @@ def start(n_tests: int):
     import subprocess
 
     from tests import fixture_cache
+    from tests.child import repo_env
 
     if not wanted(n_tests):
         return None
     cache = fixture_cache.cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(_REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     with open(cache / "prebuild.log", "w") as log:
         return subprocess.Popen([sys.executable, "-m", "tests.prebuild"], cwd=_REPO, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log,

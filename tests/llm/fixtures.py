@@ -45,6 +45,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.child import repo_env
+
 FORMAT_VERSION = "1"
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -285,7 +287,7 @@ def ensure(pairs, size: str = "tiny") -> None:
         return
     tokenizer_path(_tok_kind(size))
     names = [fixture_name(f, v, size) for f, v in missing]
-    env = dict(os.environ, PYTHONPATH=str(_REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     r = subprocess.run([sys.executable, "-m", "tests.llm.fixtures", "--build", *names],
                        cwd=_REPO, env=env, capture_output=True, text=True)
     if r.returncode != 0:

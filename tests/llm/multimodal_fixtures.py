@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.child import repo_env
 from tests.llm.fixtures import _lock, _sha256, cache_dir, tokenizer_path
 
 FORMAT_VERSION = "1"
@@ -164,8 +165,7 @@ def get_multimodal(kind: str, variant: str = "portable", size: str = "tiny"
     if not _valid(kind, variant, size):
         missing = [_name(k, v, size) for k in KINDS for v in VARIANTS if not _valid(k, v, size)]
         tokenizer_path(SIZES[size].tokenizer)
-        env = dict(os.environ,
-                   PYTHONPATH=str(_REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = repo_env()
         r = subprocess.run([sys.executable, "-m", "tests.llm.multimodal_fixtures", "--build",
                             *missing], cwd=_REPO, env=env, capture_output=True, text=True)
         if r.returncode != 0:

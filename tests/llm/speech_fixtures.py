@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.child import repo_env
 from tests.llm.fixtures import _corpus, _lock, _sha256, cache_dir
 
 FORMAT_VERSION = "2"
@@ -110,8 +111,7 @@ def get_whisper(variant: str = "portable") -> WhisperFixture:
         raise KeyError(f"unknown whisper variant {variant!r}: {', '.join(VARIANTS)}")
     if not _valid(variant):
         missing = [v for v in VARIANTS if not _valid(v)]
-        env = dict(os.environ,
-                   PYTHONPATH=str(_REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = repo_env()
         r = subprocess.run([sys.executable, "-m", "tests.llm.speech_fixtures", "--build",
                             *missing], cwd=_REPO, env=env, capture_output=True, text=True)
         if r.returncode != 0:
