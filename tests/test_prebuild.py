@@ -54,3 +54,35 @@ def test_only_a_whole_suite_run_starts_it_unless_asked(monkeypatch, env, n, want
     assert prebuild.wanted(n) is want
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
     assert prebuild.wanted(n) is False
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_stop_ends_the_child_and_what_it_started():
+    """An export's own child (export_llama, vela) must not outlive the run."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "print(p.pid, flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    grandchild = int(proc.stdout.readline())
+    prebuild.stop(proc)
+    assert proc.returncode is not None
+    for _ in range(100):  # killed: gone, or a zombie where nothing reaps orphans
+        if not _running(grandchild):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"process {grandchild} outlived stop()")
+    prebuild.stop(None)  # nothing started: nothing to do
+    prebuild.stop(proc)  # already ended: nothing to do
