@@ -21,6 +21,11 @@ which loop numpy picks depends on the CPU; float64 then rounding differs too
 optimized ``gelu.out`` runs with its scalar ``Vectorized``: per element, libm's
 ``erff``/``tanhf``), every step in the compute type.
 
+``expf_map`` runs ``expf`` over a float32 array (with the ops built on it: sigmoid, SiLU,
+softmax's shifted exp) as glibc's own algorithm where ``kernels.libm_variant`` finds it in
+this process's C library: same bits, but loops that vectorize (about 4x faster than a
+call per element). Elsewhere it calls the C library per element.
+
 Numba is imported when one of these is first compiled (``kernels.fast.deferred``), so
 the reference kernels import it on first use of one of these ops only.
 """
@@ -28,7 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyruntime.kernels.fast.deferred import njit, overload, types, value, vectorize
+from pyruntime.kernels.fast.deferred import intrinsic, njit, overload, types, value, vectorize
+from pyruntime.kernels.fast.nb import bits_to_f64, f64_to_bits
+from pyruntime.kernels.libm_variant import expf_variant
 
 # op -> (float function, double function) in the C library
 FUNCTIONS = {
@@ -53,6 +60,129 @@ expf, exp = EXTERNAL["expf"], EXTERNAL["exp"]
 tanhf, tanh = EXTERNAL["tanhf"], EXTERNAL["tanh"]
 logf, log = EXTERNAL["logf"], EXTERNAL["log"]
 erff, erf = EXTERNAL["erff"], EXTERNAL["erf"]
+
+# ---- glibc's expf, vectorizable (sysdeps/ieee754/flt-32/e_expf.c, glibc 2.27+) -------
+# exp(x) = 2**(k/32) * 2**(r/32) with x * 32/ln2 = k + r: k from the table and the
+# exponent field, 2**(r/32) a cubic in r, all in double, rounded once to float at the end.
+# Where the C library picks its FMA build, the same steps with its fused products.
+EXPF_VARIANT = expf_variant()  # frozen into compiled code: part of its cache key (_cache)
+_EXPF_FUSED = EXPF_VARIANT == "fma"
+_EXPF_REPLICA = EXPF_VARIANT is not None
+_EXPF_TAB = np.array([  # bits of 2**(i/32) less i << 47 (glibc's __exp2f_data.tab)
+    0x3FF0000000000000, 0x3FEFD9B0D3158574, 0x3FEFB5586CF9890F, 0x3FEF9301D0125B51,
+    0x3FEF72B83C7D517B, 0x3FEF54873168B9AA, 0x3FEF387A6E756238, 0x3FEF1E9DF51FDEE1,
+    0x3FEF06FE0A31B715, 0x3FEEF1A7373AA9CB, 0x3FEEDEA64C123422, 0x3FEECE086061892D,
+    0x3FEEBFDAD5362A27, 0x3FEEB42B569D4F82, 0x3FEEAB07DD485429, 0x3FEEA47EB03A5585,
+    0x3FEEA09E667F3BCD, 0x3FEE9F75E8EC5F74, 0x3FEEA11473EB0187, 0x3FEEA589994CCE13,
+    0x3FEEACE5422AA0DB, 0x3FEEB737B0CDC5E5, 0x3FEEC49182A3F090, 0x3FEED503B23E255D,
+    0x3FEEE89F995AD3AD, 0x3FEEFF76F2FB5E47, 0x3FEF199BDD85529C, 0x3FEF3720DCEF9069,
+    0x3FEF5818DCFBA487, 0x3FEF7C97337B9B5F, 0x3FEFA4AFA2A490DA, 0x3FEFD0765B6E4540,
+], np.int64)
+_INVLN2N = float.fromhex("0x1.71547652b82fep+0") * 32
+_SHIFT = float.fromhex("0x1.8p+52")  # adding it leaves round(z) in the low bits
+_C0 = float.fromhex("0x1.c6af84b912394p-5") / 32 / 32 / 32
+_C1 = float.fromhex("0x1.ebfce50fac4f3p-3") / 32 / 32
+_C2 = float.fromhex("0x1.62e42ff0c52d6p-1") / 32
+_OFLOW = np.float32(float.fromhex("0x1.62e42ep6"))  # above: inf
+_UFLOW = np.float32(-float.fromhex("0x1.9fe368p6"))  # below: 0
+_EXPF_BLOCK = 512
+E_EXP, E_SIGMOID, E_SILU = range(3)  # expf_map's ops
+
+
+@intrinsic
+def _fused(typingctx, a, b, c):
+    """``a * b + c`` rounded once (``llvm.fma``), on every target."""
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return a(a, b, c), codegen
+
+
+@njit(inline="always")
+def _expf_head(v):
+    """(k's bits, the cubic) of expf(v): no table, so loops over it vectorize."""
+    xd = np.float64(v)
+    if _EXPF_FUSED:
+        kd = _fused(_INVLN2N, xd, _SHIFT)
+        ki = f64_to_bits(kd)
+        kd -= _SHIFT
+        r = _fused(_INVLN2N, xd, -kd)
+        r2 = r * r
+        y = _fused(_fused(_C0, r, _C1), r2, _fused(_C2, r, 1.0))
+    else:
+        z = _INVLN2N * xd
+        kd = z + _SHIFT
+        ki = f64_to_bits(kd)
+        kd -= _SHIFT
+        r = z - kd
+        r2 = r * r
+        y = (_C0 * r + _C1) * r2 + (_C2 * r + 1.0)
+    return ki, y
+
+
+@njit(inline="always")
+def _expf_tail(v, y, t):
+    """expf(v) from the cubic ``y`` and ``t``, the table entry plus k << 47."""
+    e = np.float32(y * bits_to_f64(t))
+    e = np.float32(np.inf) if v > _OFLOW else e
+    e = np.float32(0.0) if v < _UFLOW else e
+    return e if v == v else v + v
+
+
+@njit(inline="always")
+def _expf_op(op, x, e):
+    """What ``expf_map``'s op makes of x and e = expf(-x) (or expf(x - shift))."""
+    if op == E_SIGMOID:
+        one = np.float32(1.0)
+        return one / (one + e)
+    if op == E_SILU:  # x / (1 + exp(-x)) in double, as the exact SiLU kernel computes it
+        return np.float32(np.float64(x) / (1.0 + np.float64(e)))
+    return e
+
+
+@njit(inline="always")
+def _expf_arg(op, x, shift):
+    return x - shift if op == E_EXP else -x
+
+
+@njit(inline="always")
+def _expf_span(op, x, z, n, shift, ki, y):
+    """``expf_map`` on n <= _EXPF_BLOCK elements from index 0 (so the loops vectorize)."""
+    for i in range(n):
+        k, p = _expf_head(_expf_arg(op, x[i], shift))
+        ki[i] = k
+        y[i] = p
+    for i in range(n):  # the table lookup: a gather, which LLVM will not vectorize here
+        k = ki[i]
+        ki[i] = _EXPF_TAB[np.uint64(k & 31)] + (k << 47)
+    if op == E_SIGMOID:  # one loop per op, so that each vectorizes
+        for i in range(n):
+            z[i] = _expf_op(E_SIGMOID, x[i], _expf_tail(-x[i], y[i], ki[i]))
+    elif op == E_SILU:
+        for i in range(n):
+            z[i] = _expf_op(E_SILU, x[i], _expf_tail(-x[i], y[i], ki[i]))
+    else:
+        for i in range(n):
+            z[i] = _expf_tail(x[i] - shift, y[i], ki[i])
+
+
+@njit(inline="always")
+def expf_map(op, x, z, shift):
+    """z[i] = op(x[i]) over float32 arrays of one size (``z`` may be ``x``): ``E_EXP``
+    expf(x - shift) (float32 subtraction), ``E_SIGMOID`` 1 / (1 + expf(-x)) in float,
+    ``E_SILU`` x / (1 + expf(-x)) in double. The C library's bits either way."""
+    n = z.size
+    if not _EXPF_REPLICA:
+        for i in range(n):
+            xi = x[i]
+            z[i] = _expf_op(op, xi, expf(_expf_arg(op, xi, shift)))
+        return
+    ki = np.empty(min(n, _EXPF_BLOCK), np.int64)
+    y = np.empty(min(n, _EXPF_BLOCK), np.float64)
+    for b in range(0, n, _EXPF_BLOCK):
+        m = min(_EXPF_BLOCK, n - b)
+        _expf_span(op, x[b:b + m], z[b:b + m], m, shift, ki, y)
+
 
 # ATen's gelu constants (Gelu.h), as the C++ computes them in double
 SQRT1_2 = 0.70710678118654752440

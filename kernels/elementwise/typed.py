@@ -20,7 +20,8 @@ from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F
                              ptr_like, resize_like, resize_to, same_shape)
 from pyruntime.kernels.fast.fastmath import (exp_fast, gelu_fast, gelu_tanh_fast, sigmoid_fast,
                                              silu_fast, tanh_fast)
-from pyruntime.kernels.libm import c_exp, c_gelu, c_gelu_tanh, c_sigmoid, c_tanh
+from pyruntime.kernels.libm import (E_EXP, E_SIGMOID, E_SILU, c_exp, c_gelu, c_gelu_tanh,
+                                    c_sigmoid, c_tanh, expf_map)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -461,6 +462,31 @@ def _un(op, x, lo, hi):
     return x / (1 + math.exp(-x))
 
 
+def _expf_ops(op, x, z, m):
+    """z = op(x) over contiguous arrays through ``libm.expf_map`` when op is built on
+    float32 exp (sigmoid, exp, SiLU): True if it did (numba only)."""
+    raise NotImplementedError
+
+
+@overload(_expf_ops)
+def _expf_ops_ov(op, x, z, m):
+    if m != types.float32:
+        return lambda op, x, z, m: False
+
+    def impl(op, x, z, m):
+        zero = np.float32(0.0)
+        if op == U_SIGMOID:
+            expf_map(E_SIGMOID, x, z, zero)
+        elif op == U_EXP:
+            expf_map(E_EXP, x, z, zero)
+        elif op == U_SILU:
+            expf_map(E_SILU, x, z, zero)
+        else:
+            return False
+        return True
+    return impl
+
+
 @njit(inline="always")
 def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
     stop, st, npart, done = unary_prep(a, o, part, npart, least)
@@ -487,6 +513,8 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
         if op == U_NEG:
             for i in range(n):
                 z[i] = -x[i]
+            return done
+        if _expf_ops(op, x[:n], z[:n], m):
             return done
         for i in range(n):
             z[i] = _un(op, x[i], lo, hi)

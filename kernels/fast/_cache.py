@@ -42,6 +42,18 @@ _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
                            "kernels/fast/deferred.py", "kernels/fast/shipped.py"})
 
 
+# Project files whose compiled code also depends on this process, not on sources alone:
+# what each one's key adds (``kernels.libm`` compiles glibc's expf in, in the build the C
+# library here computes: see ``kernels.libm_variant``)
+def _libm_tag() -> bytes:
+    from pyruntime.kernels.libm_variant import expf_variant
+
+    return f"expf={expf_variant()}".encode()
+
+
+_HOST_TAGS = {"kernels/libm.py": _libm_tag}
+
+
 def cache_root() -> str:
     root = os.environ.get("PYRUNTIME_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pyruntime")
@@ -145,6 +157,8 @@ def source_key(path: Path) -> str:
             if rel not in _NOT_COMPILED:
                 h.update(rel.encode())
                 h.update(_source(f))
+                if rel in _HOST_TAGS:
+                    h.update(_HOST_TAGS[rel]())
         key = _KEYS[path] = h.hexdigest()[:16]
     return key
 

@@ -11,7 +11,7 @@ reference: ``exp(x - max)``; NaN anywhere in a row gives a NaN row, an all
 -inf row too. That is ``_log_softmax.out`` (an ExecuTorch optimized kernel whose
 vectorized order is not reproduced), and ``_softmax.out`` with ``math="fast"``;
 otherwise ``_softmax.out`` is ExecuTorch's portable loop element by element
-(``_softmax_et``), bit for bit.
+(``_softmax_et``), bit for bit (a row's float32 exps first, through ``libm.expf_map``).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_t
                                        f64_to_bits, flat, lazy, ptr_like, resize_like, sum_seg)
 from pyruntime.kernels.fast.fastmath import exp_fast
 from pyruntime.kernels.fast.nb import cast_like
-from pyruntime.kernels.libm import c_exp
+from pyruntime.kernels.libm import E_EXP, c_exp, expf_map
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
@@ -113,6 +113,23 @@ def _max_seg(xv, b, n):
     return _mx(_mx(_mx(m0, m1), m2), m3)
 
 
+def _exp_row(xv, z, b, n, mx, m):
+    """z[b:b+n] = exp(xv[b:b+n] - mx) through ``libm.expf_map`` on float32: True if it
+    did (numba only)."""
+    raise NotImplementedError
+
+
+@overload(_exp_row)
+def _exp_row_ov(xv, z, b, n, mx, m):
+    if m != types.float32:
+        return lambda xv, z, b, n, mx, m: False
+
+    def impl(xv, z, b, n, mx, m):
+        expf_map(E_EXP, xv[b:b + n], z[b:b + n], mx)
+        return True
+    return impl
+
+
 @njit(inline="always", error_model="numpy")
 def _softmax_et(xv, z, outer, D, inner, m):
     """ExecuTorch's portable ``_softmax.out``, element by element: per (row, column)
@@ -126,11 +143,16 @@ def _softmax_et(xv, z, outer, D, inner, m):
                 v = xv[U(b + d * inner)]
                 if not v < mx:
                     mx = v
-            s = cast_like(0.0, m)
-            for d in range(D):
-                e = c_exp(xv[U(b + d * inner)] - mx)
-                z[U(b + d * inner)] = e
-                s = e if d == 0 else e + s
+            if inner == 1 and _exp_row(xv, z, b, D, mx, m):  # the exps first, vectorized
+                s = z[U(b)]
+                for d in range(1, D):
+                    s = z[U(b + d)] + s
+            else:
+                s = cast_like(0.0, m)
+                for d in range(D):
+                    e = c_exp(xv[U(b + d * inner)] - mx)
+                    z[U(b + d * inner)] = e
+                    s = e if d == 0 else e + s
             for d in range(D):
                 z[U(b + d * inner)] = z[U(b + d * inner)] / s
     return OK

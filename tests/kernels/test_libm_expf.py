@@ -1,0 +1,169 @@
+"""kernels/libm.py's ``expf_map``: glibc's ``expf`` (and sigmoid, SiLU, a shifted exp on
+it) in loops that vectorize, with the C library's bits.
+
+The reference is the C library's ``expf`` itself, called from compiled code per element
+(``test_libm.py`` checks that call is libm's). Where ``kernels.libm_variant`` finds no
+glibc build it recognises, ``expf_map`` calls the C library, and the comparisons hold
+trivially; on this project's Linux hosts (glibc 2.36) the probe must find one.
+
+Every float32 was compared once (``python -m tests.kernels.test_libm_expf``, about a
+minute): no difference in either build (the FMA one, and the plain one that glibc picks
+with ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA,-AVX2``). The tests sweep every 61st bit
+pattern, so every exponent and sign, with vector bodies and remainders of every length.
+"""
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from pyruntime.kernels import libm, libm_variant
+from pyruntime.kernels.fast.deferred import njit
+from pyruntime.kernels.libm import E_EXP, E_SIGMOID, E_SILU, expf, expf_map
+from tests.child import repo_env
+
+_GLIBC = platform.libc_ver()
+_KNOWN = sys.platform.startswith("linux") and _GLIBC[0] == "glibc" and tuple(
+    int(p) for p in _GLIBC[1].split(".")[:2]) >= (2, 27)
+
+
+@njit
+def _mapped(op, x, z, shift):
+    expf_map(op, x, z, shift)
+
+
+@njit
+def _reference(op, x, z, shift):
+    """The same op with the C library's expf, one call per element."""
+    one = np.float32(1.0)
+    for i in range(x.size):
+        if op == E_EXP:
+            z[i] = expf(x[i] - shift)
+        elif op == E_SIGMOID:
+            z[i] = one / (one + expf(-x[i]))
+        else:
+            z[i] = np.float32(np.float64(x[i]) / (1.0 + np.float64(expf(-x[i]))))
+
+
+@njit
+def _sweep(lo, hi, step, chunk):
+    """Bit patterns lo, lo + step, ... below hi through ``expf_map`` (E_EXP) and the C
+    library: (how many differ, the first that does or -1)."""
+    x = np.empty(chunk, np.float32)
+    xb = x.view(np.uint32)
+    a = np.empty(chunk, np.float32)
+    b = np.empty(chunk, np.float32)
+    bad, first = 0, -1
+    zero = np.float32(0.0)
+    i = lo
+    while i < hi:
+        n = min(chunk, (hi - i + step - 1) // step)
+        for k in range(n):
+            xb[k] = np.uint32(i + k * step)
+        expf_map(E_EXP, x[:n], a[:n], zero)
+        _reference(E_EXP, x[:n], b[:n], zero)
+        ab, bb = a.view(np.uint32), b.view(np.uint32)
+        for k in range(n):
+            if ab[k] != bb[k]:
+                if first < 0:
+                    first = i + k * step
+                bad += 1
+        i += n * step
+    return bad, first
+
+
+def _bits(a):
+    return a.view(np.uint32)
+
+
+def _inputs():
+    rng = np.random.default_rng(11)
+    rand_bits = rng.integers(0, 2**32, 1 << 18, dtype=np.uint64).astype(np.uint32)
+    probe = np.array([row[0] for row in libm_variant.PROBE], np.uint32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, 88.73, -103.97, -103.28,
+                        -104.0, 1e-40, -1e-40, 1e30, -1e30], np.float32)
+    return np.concatenate([rand_bits.view(np.float32), probe.view(np.float32), special,
+                           (rng.standard_normal(1 << 16) * 20).astype(np.float32)])
+
+
+def test_probe_finds_a_glibc_build():
+    if not _KNOWN:
+        pytest.skip(f"the C library here is {_GLIBC or sys.platform}, not glibc 2.27+: "
+                    "expf_map calls it per element")
+    assert libm_variant.expf_variant() in libm_variant.VARIANTS
+    assert libm.EXPF_VARIANT == libm_variant.expf_variant()
+
+
+def test_probe_rejects_another_expf():
+    """A correctly rounded expf (exp in double, rounded once) is not glibc's: the probe
+    inputs include ten where glibc rounds the other way."""
+    with np.errstate(over="ignore"):
+        assert libm_variant.classify(lambda v: float(np.float32(math.exp(v)))) is None
+    assert libm_variant.classify(lambda v: v) is None
+
+
+@pytest.mark.parametrize("op", [E_EXP, E_SIGMOID, E_SILU], ids=["exp", "sigmoid", "silu"])
+def test_expf_map_has_the_c_library_bits(op):
+    x = _inputs()
+    shift = np.float32(0.75) if op == E_EXP else np.float32(0.0)
+    want = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        _reference(op, x, want, shift)
+        for n in (0, 1, 3, 7, 8, 9, 511, 512, 513, 1029, x.size):  # bodies and remainders
+            got = np.full_like(x[:n], np.float32(-7.0))
+            _mapped(op, x[:n], got, shift)
+            assert np.array_equal(_bits(got), _bits(want[:n])), n
+        inplace = x.copy()  # the out tensor may be the input
+        _mapped(op, inplace, inplace, shift)
+    assert np.array_equal(_bits(inplace), _bits(want))
+
+
+def test_every_61st_float():
+    bad, first = _sweep(0, 1 << 32, 61, 1 << 16)
+    assert bad == 0, f"{bad} differ from the C library's expf, first at bits {first:#x}"
+
+
+_PLAIN_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from pyruntime.kernels import libm, libm_variant
+    from pyruntime.kernels.fast import _cache
+    from tests.kernels.test_libm_expf import _sweep
+    assert libm_variant.expf_variant() == "plain", libm_variant.expf_variant()
+    assert libm.EXPF_VARIANT == "plain"
+    bad, first = _sweep(0, 1 << 32, 61, 1 << 16)
+    assert bad == 0, (bad, hex(first))
+    print(_cache.source_key(_cache.ROOT / "kernels" / "libm.py"))
+""")
+
+
+def test_plain_build_where_glibc_picks_it():
+    """With FMA and AVX2 masked, glibc runs its plain expf: the probe names it, the map
+    follows it, and kernels built on expf get another cache key."""
+    from pyruntime.kernels.fast import _cache
+
+    if not _KNOWN:
+        pytest.skip(f"the C library here is {_GLIBC or sys.platform}, not glibc 2.27+")
+    env = dict(repo_env(), GLIBC_TUNABLES="glibc.cpu.hwcaps=-FMA,-AVX2")
+    out = subprocess.run([sys.executable, "-c", _PLAIN_CHILD], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    key = _cache.source_key(_cache.ROOT / "kernels" / "libm.py")
+    assert (out.stdout.split()[-1] == key) == (libm.EXPF_VARIANT == "plain")
+
+
+if __name__ == "__main__":  # every float32, in both halves at once
+    halves = [(0, 1 << 31), (1 << 31, 1 << 32)]
+    if len(sys.argv) > 1:
+        lo, hi = halves[int(sys.argv[1])]
+        print(libm.EXPF_VARIANT, _sweep(lo, hi, 1, 1 << 16))
+    else:
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.kernels.test_libm_expf",
+                                   str(k)], env=os.environ) for k in (0, 1)]
+        sys.exit(max(p.wait() for p in procs))
