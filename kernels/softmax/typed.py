@@ -12,6 +12,7 @@ reference: ``exp(x - max)``; NaN anywhere in a row gives a NaN row, an all
 vectorized order is not reproduced), and ``_softmax.out`` with ``math="fast"``;
 otherwise ``_softmax.out`` is ExecuTorch's portable loop element by element
 (``_softmax_et``), bit for bit (a row's float32 exps first, through ``libm.expf_map``).
+From 16K elements a last-dim softmax splits its rows across the loop's threads.
 """
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ import numpy as np
 
 from pyruntime.cython_ext.abi import D_DTYPE, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, njit, overload, types
-from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, ST_F32, ST_F64, bits_to_f64, descs,
-                                       f64_to_bits, flat, lazy, ptr_like, resize_like, sum_seg)
+from pyruntime.kernels.fast.nb import (NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32, ST_F64,
+                                       bits_to_f64, cast_like, descs, f64_to_bits, flat, lazy,
+                                       ptr_like, resize_like, sum_seg)
 from pyruntime.kernels.fast.fastmath import exp_fast
-from pyruntime.kernels.fast.nb import cast_like
 from pyruntime.kernels.libm import E_EXP, c_exp, expf_map
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+SPLIT_ELEMS = 1 << 14  # split across threads from this many elements (as the unary ops)
 U = np.uint64  # unsigned indices: no negative-index wraparound code in inner loops
 
 
@@ -131,18 +133,23 @@ def _exp_row_ov(xv, z, b, n, mx, m):
 
 
 @njit(inline="always", error_model="numpy")
-def _softmax_et(xv, z, outer, D, inner, m):
+def _softmax_et(xv, z, r0, r1, D, inner, m):
     """ExecuTorch's portable ``_softmax.out``, element by element: per (row, column)
     ``max = x[0]``, ``max = x[d] < max ? max : x[d]``; ``sum`` adds ``exp(x[d] - max)``
-    in order; ``out = exp(x[d] - max) / sum``. All in m's type, libm's exp."""
-    for r in range(outer):
+    in order; ``out = exp(x[d] - max) / sum``. All in m's type, libm's exp. Rows
+    [r0, r1) of the (outer, D, inner) view."""
+    for r in range(r0, r1):
         for j in range(inner):
             b = r * D * inner + j
-            mx = xv[U(b)]
-            for d in range(1, D):
-                v = xv[U(b + d * inner)]
-                if not v < mx:
-                    mx = v
+            # a row's max in any order gives the same outputs when it has no NaN (a
+            # signed zero's sign changes no x - max); else ExecuTorch's scan, for its NaN
+            mx = _max_seg(xv, b, D) if inner == 1 else xv[U(b)]
+            if inner > 1 or mx != mx:
+                mx = xv[U(b)]
+                for d in range(1, D):
+                    v = xv[U(b + d * inner)]
+                    if not v < mx:
+                        mx = v
             if inner == 1 and _exp_row(xv, z, b, D, mx, m):  # the exps first, vectorized
                 s = z[U(b)]
                 for d in range(1, D):
@@ -163,13 +170,23 @@ MODE_SOFTMAX, MODE_LOG_SOFTMAX, MODE_SOFTMAX_FAST = range(3)
 
 
 @njit(error_model="numpy")
-def _softmax_typed(mode, x, o, dim, scr, nscr, m):
-    st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
-    if st != OK:
-        return st
+def _softmax_typed(mode, x, o, dim, scr, nscr, m, part, npart, least):
+    """Rows [outer * part // npart, outer * (part + 1) // npart) when split across threads
+    (``npart`` > 0; last-dim softmax only, whose rows share no scratch), as
+    ``elementwise.typed.unary_prep``: the prep call (``part`` < 0) resizes and, below
+    ``least`` elements, does the whole call."""
+    done = OK
+    if npart == 0 or part < 0:
+        st = resize_like(o, x)  # (contiguous dim orders: checked at bind)
+        if st != OK:
+            return st
+        if part < 0:
+            if o[D_NUMEL] >= least:
+                return OK
+            npart, done = 0, SPLIT_WHOLE
     nd = x[D_NDIM]
     if o[D_NUMEL] == 0:
-        return OK
+        return done
     outer = 1
     D = 1
     inner = 1
@@ -181,11 +198,13 @@ def _softmax_typed(mode, x, o, dim, scr, nscr, m):
             inner *= x[D_SIZES + i]
     xv = flat(x, m)
     z = flat(o, m)
+    r0, r1 = (outer * part // npart, outer * (part + 1) // npart) if npart else (0, outer)
     if mode == MODE_SOFTMAX:
-        return _softmax_et(xv, z, outer, D, inner, m)
+        _softmax_et(xv, z, r0, r1, D, inner, m)
+        return done
     log = mode == MODE_LOG_SOFTMAX
     if inner == 1:
-        for r in range(outer):
+        for r in range(r0, r1):
             b = r * D
             mx = _max_seg(xv, b, D)
             if log:  # exps, stored in out (vectorizes)
@@ -202,7 +221,7 @@ def _softmax_typed(mode, x, o, dim, scr, nscr, m):
             else:
                 for i in range(D):
                     z[U(b + i)] = z[U(b + i)] / s
-        return OK
+        return done
     # columns: per-column max (in m's type) and sum (float64) vectors
     if inner <= nscr:
         mxv = carray(ptr_like(scr, m), inner)
@@ -255,10 +274,13 @@ def softmax_kernel(block):
     dim = block[3]
     if x[D_DTYPE] != o[D_DTYPE]:
         return NOT_SUPPORTED
+    part, npart, least = block[6], block[7], block[8]
     if o[D_DTYPE] == ST_F32:
-        return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float32(0))
+        return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float32(0), part, npart,
+                              least)
     if o[D_DTYPE] == ST_F64:
-        return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float64(0))
+        return _softmax_typed(mode, x, o, dim, block[4], block[5], np.float64(0), part, npart,
+                              least)
     return NOT_SUPPORTED
 
 
@@ -278,8 +300,14 @@ def _bind_softmax(ctx, log, self, dim, half_to_float, out):
         inner *= s
     nscr = inner if inner > 1 else 0
     mode = MODE_LOG_SOFTMAX if log else MODE_SOFTMAX_FAST if ctx.pick_fast() else MODE_SOFTMAX
-    return ctx.bind(lazy(softmax_kernel), [mode, ctx.desc(self), ctx.desc(out), dim,
-                                           ctx.buffer(16 * nscr), nscr])
+    words = [mode, ctx.desc(self), ctx.desc(out), dim, ctx.buffer(16 * nscr), nscr]
+    rows = out.numel // max(out.shape[dim] if out.ndim else 1, 1)
+    # last-dim rows split across threads (each row whole, so the bits never depend on it)
+    n = min(ctx.threads, rows) if inner == 1 and out.numel >= SPLIT_ELEMS else 1
+    if n < 2:
+        return ctx.bind(lazy(softmax_kernel), words + [0, 0, 0])
+    return ctx.bind_split(lazy(softmax_kernel), words + [0, 0, 0],
+                          [words + [k, n, 0] for k in range(n)], words + [-1, n, SPLIT_ELEMS])
 
 
 def bind_softmax(ctx, self, dim, half_to_float, out):

@@ -7,7 +7,7 @@ import pytest
 
 from pyruntime.cython_ext import Dynamism, ETensor, from_numpy_dtype
 from tests.kernels.helpers import (assert_close, bind_fast, bound_out, call, call_fast,
-                                   static_out)
+                                   call_split, static_out)
 
 RNG = np.random.default_rng(0)
 OPS = ["aten::_softmax.out", "aten::_log_softmax.out"]
@@ -84,6 +84,61 @@ def test_softmax_is_executorchs_loop(shape, dim):
     out = static_out(x.shape, np.float32)
     assert call_fast(OPS[0], x, dim, False, out) == 0
     np.testing.assert_array_equal(out.numpy().view(np.uint32), ref.numpy().view(np.uint32))
+
+
+def _special_rows(cols):
+    """Rows whose max a vectorized scan could find differently from ExecuTorch's
+    sequential one: NaNs (first, inside, last; two payloads), signed zeros as the max,
+    infinities, ordinary rows between."""
+    x = _rand((12, cols), np.float32, scale=30.0)
+    x[0, 0] = np.nan
+    x[1, cols // 2] = np.nan
+    x[2, -1] = np.nan
+    x[3, 1] = np.uint32(0x7FC01234).view(np.float32)  # a NaN with a payload
+    x[3, 5] = -np.nan
+    x[4] = -np.abs(x[4])
+    x[4, ::3] = 0.0
+    x[4, 1::3] = -0.0
+    x[5] = -np.abs(x[5])
+    x[5, 7] = -0.0
+    x[6, 2] = np.inf
+    x[7] = -np.inf
+    x[8, 3] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("cols", [9, 64, 1500])
+def test_softmax_specials_bit_for_bit(cols):
+    # the exact softmax takes a row's max with a vectorized scan, ExecuTorch's sequential
+    # one where the row has a NaN: the reference tier's bits either way, NaN payloads too
+    x = _special_rows(cols)
+    ref = static_out(x.shape, np.float32)
+    call(OPS[0], x, 1, False, ref)
+    out = static_out(x.shape, np.float32)
+    with np.errstate(invalid="ignore"):
+        assert call_fast(OPS[0], x, 1, False, out) == 0
+    np.testing.assert_array_equal(out.numpy().view(np.uint32), ref.numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_rows_split_across_threads(name, threads):
+    # from 16K elements a last-dim softmax runs its rows in parts on the loop's threads:
+    # the one-part bits every time (each row is done whole by one part), dims other than
+    # the last are never split (their column scratch is shared)
+    for shape, dim, split in [((3, 197, 197), -1, True), ((1, 3, 40, 140), 3, True),
+                              ((5, 4100), 1, True), ((2, 100), 1, False),
+                              ((197, 197), 0, False)]:
+        x = _rand(shape, np.float32, scale=20.0)
+        x.reshape(-1)[::997] = np.nan
+        want = static_out(x.shape, np.float32)
+        assert call_fast(name, x, dim, False, want) == 0
+        for _ in range(20):
+            out = static_out(x.shape, np.float32)
+            status, parts = call_split(name, x, dim, False, out, threads=threads)
+            assert status == 0 and (parts > 1) == split, (shape, dim, parts)
+            np.testing.assert_array_equal(out.numpy().view(np.uint32),
+                                          want.numpy().view(np.uint32))
 
 
 @pytest.mark.parametrize("name", OPS)
