@@ -1,4 +1,5 @@
-"""Which ``expf`` this process's C library computes, found by asking it (no Numba).
+"""Which ``expf`` and ``erff`` this process's C library computes, found by asking it
+(no Numba).
 
 glibc (2.27 and later; musl too) computes ``expf`` with one algorithm: a 32-entry table
 of 2**(i/32) and a degree-3 polynomial in double precision. x86-64 glibc builds it twice
@@ -13,6 +14,10 @@ library's, bit for bit. Anything else (another C library, a future glibc with a 
 ``expf``) gets None and the C library's own function, called per element. The answer
 is part of the compiled kernels' cache key (``kernels.fast._cache``), so code built for
 one variant never runs where the C library computes another.
+
+``erff`` likewise: glibc's (fdlibm's float code) on its main rational branch,
+|x| in [2**-28, 0.84375), which ``kernels.libm`` repeats for GELU (its other branches stay
+calls); a C library that rounds differently there (a correctly rounded ``erff``) gets None.
 """
 from __future__ import annotations
 
@@ -37,6 +42,13 @@ PROBE = (
     (0x7FC00000, 0x7FC00000, 0x7FC00000),
 )
 VARIANTS = ("fma", "plain")
+# erff: glibc's (from fdlibm, float arithmetic, one build) on |x| in [2**-28, 0.84375), its
+# rational branch, as (input, result) bits: eight where it rounds differently from erf
+ERFF_PROBE = (
+    (0xBE585742, 0xBE7087D6), (0x3E5A0DD0, 0x3E7260EC), (0x3E601484, 0x3E78DE66),
+    (0xBF54988C, 0xBF4280F3), (0xBF549125, 0xBF427CC2), (0xBF321B49, 0xBF2CC24E),
+    (0xBF5584C8, 0xBF43064C), (0x3D7538CA, 0x3D8A2FBD),
+)
 
 
 def _bits(v: float) -> int:
@@ -47,12 +59,12 @@ def _from_bits(b: int) -> float:
     return ctypes.c_float.from_buffer_copy(b.to_bytes(4, sys.byteorder)).value
 
 
-def _c_expf():
-    """The ``expf`` compiled code links to: the process's global symbol (as Numba's
-    external functions resolve it), else the C math library's."""
+def _c_float_fn(name: str):
+    """The C function ``name`` (float -> float) compiled code links to: the process's
+    global symbol (as Numba's external functions resolve it), else the math library's."""
     for find in (lambda: None, lambda: ctypes.util.find_library("m")):
         try:  # (find_library runs a subprocess: only if the first fails)
-            f = ctypes.CDLL(find()).expf
+            f = getattr(ctypes.CDLL(find()), name)
         except (AttributeError, OSError, TypeError):
             continue
         f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
@@ -60,12 +72,15 @@ def _c_expf():
     return None
 
 
+def _gives(fn, rows, column: int) -> bool:
+    return all(_bits(fn(_from_bits(row[0]))) == row[column] for row in rows)
+
+
 def classify(expf) -> str | None:
     """"fma" or "plain" when ``expf`` (float -> float) gives that build's result on every
     probe input, else None."""
-    got = [_bits(expf(_from_bits(x))) for x, _, _ in PROBE]
     for k, name in enumerate(VARIANTS):
-        if all(g == row[1 + k] for g, row in zip(got, PROBE)):
+        if _gives(expf, PROBE, 1 + k):
             return name
     return None
 
@@ -74,5 +89,24 @@ def classify(expf) -> str | None:
 def expf_variant() -> str | None:
     """Which of glibc's ``expf`` builds this process's C library computes: "fma",
     "plain", or None (another, or none found)."""
-    f = _c_expf()
+    f = _c_float_fn("expf")
     return None if f is None else classify(f)
+
+
+def classify_erff(erff) -> str | None:
+    """"fdlibm" when ``erff`` gives glibc's results on its rational branch's probe
+    inputs, else None."""
+    return "fdlibm" if _gives(erff, ERFF_PROBE, 1) else None
+
+
+@functools.cache
+def erff_variant() -> str | None:
+    """"fdlibm" where this process's ``erff`` is glibc's (up to 2.40 at least) on
+    |x| in [2**-28, 0.84375), else None."""
+    f = _c_float_fn("erff")
+    return None if f is None else classify_erff(f)
+
+
+def tag() -> str:
+    """What compiled code that repeats these functions depends on (a cache key part)."""
+    return f"expf={expf_variant()},erff={erff_variant()}"

@@ -21,7 +21,7 @@ from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, ST_F
 from pyruntime.kernels.fast.fastmath import (exp_fast, gelu_fast, gelu_tanh_fast, sigmoid_fast,
                                              silu_fast, tanh_fast)
 from pyruntime.kernels.libm import (E_EXP, E_SIGMOID, E_SILU, c_exp, c_gelu, c_gelu_tanh,
-                                    c_sigmoid, c_tanh, expf_map)
+                                    c_sigmoid, c_tanh, expf_map, gelu_map)
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 INTS = (np.dtype(np.int32), np.dtype(np.int64))
@@ -462,14 +462,15 @@ def _un(op, x, lo, hi):
     return x / (1 + math.exp(-x))
 
 
-def _expf_ops(op, x, z, m):
-    """z = op(x) over contiguous arrays through ``libm.expf_map`` when op is built on
-    float32 exp (sigmoid, exp, SiLU): True if it did (numba only)."""
+def _libm_ops(op, x, z, m):
+    """z = op(x) over contiguous arrays through ``libm.expf_map`` / ``libm.gelu_map`` when
+    op is built on float32 exp (sigmoid, exp, SiLU) or is the exact GELU: True if it did
+    (numba only)."""
     raise NotImplementedError
 
 
-@overload(_expf_ops)
-def _expf_ops_ov(op, x, z, m):
+@overload(_libm_ops)
+def _libm_ops_ov(op, x, z, m):
     if m != types.float32:
         return lambda op, x, z, m: False
 
@@ -481,6 +482,8 @@ def _expf_ops_ov(op, x, z, m):
             expf_map(E_EXP, x, z, zero)
         elif op == U_SILU:
             expf_map(E_SILU, x, z, zero)
+        elif op == U_GELU:
+            gelu_map(x, z)
         else:
             return False
         return True
@@ -514,7 +517,7 @@ def _unary_typed(op, a, o, lo, hi, m, part, npart, least):
             for i in range(n):
                 z[i] = -x[i]
             return done
-        if _expf_ops(op, x[:n], z[:n], m):
+        if _libm_ops(op, x[:n], z[:n], m):
             return done
         for i in range(n):
             z[i] = _un(op, x[i], lo, hi)

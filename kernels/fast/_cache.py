@@ -43,12 +43,12 @@ _NOT_COMPILED = frozenset({"kernels/fast/__init__.py", "kernels/fast/_cache.py",
 
 
 # Project files whose compiled code also depends on this process, not on sources alone:
-# what each one's key adds (``kernels.libm`` compiles glibc's expf in, in the build the C
-# library here computes: see ``kernels.libm_variant``)
+# what each one's key adds (``kernels.libm`` compiles glibc's expf and part of its erff in,
+# as the C library here computes them: see ``kernels.libm_variant``)
 def _libm_tag() -> bytes:
-    from pyruntime.kernels.libm_variant import expf_variant
+    from pyruntime.kernels.libm_variant import tag
 
-    return f"expf={expf_variant()}".encode()
+    return tag().encode()
 
 
 _HOST_TAGS = {"kernels/libm.py": _libm_tag}

@@ -1,15 +1,17 @@
-"""kernels/libm.py's ``expf_map``: glibc's ``expf`` (and sigmoid, SiLU, a shifted exp on
-it) in loops that vectorize, with the C library's bits.
+"""kernels/libm.py's ``expf_map`` and ``gelu_map``: glibc's ``expf`` (and sigmoid, SiLU, a
+shifted exp on it) and the exact GELU (glibc's ``erff`` on its main branch) in loops that
+vectorize, with the C library's bits.
 
-The reference is the C library's ``expf`` itself, called from compiled code per element
-(``test_libm.py`` checks that call is libm's). Where ``kernels.libm_variant`` finds no
-glibc build it recognises, ``expf_map`` calls the C library, and the comparisons hold
-trivially; on this project's Linux hosts (glibc 2.36) the probe must find one.
+The reference is the C library itself, called from compiled code per element
+(``test_libm.py`` checks those calls are libm's). Where ``kernels.libm_variant`` finds no
+glibc build it recognises, the maps call the C library, and the comparisons hold
+trivially; on this project's Linux hosts (glibc 2.36) the probes must find them.
 
-Every float32 was compared once (``python -m tests.kernels.test_libm_expf``, about a
-minute): no difference in either build (the FMA one, and the plain one that glibc picks
-with ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA,-AVX2``). The tests sweep every 61st bit
-pattern, so every exponent and sign, with vector bodies and remainders of every length.
+Every float32 was compared once (``python -m tests.kernels.test_libm_maps``, about a
+minute): no difference in either expf build (the FMA one, and the plain one that glibc
+picks with ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA,-AVX2``), nor in GELU. The tests sweep
+every 61st bit pattern, so every exponent and sign, with vector bodies and remainders of
+every length.
 """
 from __future__ import annotations
 
@@ -25,17 +27,23 @@ import pytest
 
 from pyruntime.kernels import libm, libm_variant
 from pyruntime.kernels.fast.deferred import njit
-from pyruntime.kernels.libm import E_EXP, E_SIGMOID, E_SILU, expf, expf_map
+from pyruntime.kernels.libm import E_EXP, E_SIGMOID, E_SILU, expf, expf_map, gelu_map, geluf
 from tests.child import repo_env
 
 _GLIBC = platform.libc_ver()
-_KNOWN = sys.platform.startswith("linux") and _GLIBC[0] == "glibc" and tuple(
-    int(p) for p in _GLIBC[1].split(".")[:2]) >= (2, 27)
+_VERSION = tuple(int(p) for p in _GLIBC[1].split(".")[:2]) if _GLIBC[0] == "glibc" else ()
+_KNOWN = sys.platform.startswith("linux") and _VERSION >= (2, 27)
+
+
+E_GELU = 9  # (these tests' code for gelu_map)
 
 
 @njit
 def _mapped(op, x, z, shift):
-    expf_map(op, x, z, shift)
+    if op == E_GELU:
+        gelu_map(x, z)
+    else:
+        expf_map(op, x, z, shift)
 
 
 @njit
@@ -43,7 +51,9 @@ def _reference(op, x, z, shift):
     """The same op with the C library's expf, one call per element."""
     one = np.float32(1.0)
     for i in range(x.size):
-        if op == E_EXP:
+        if op == E_GELU:
+            z[i] = geluf(x[i])
+        elif op == E_EXP:
             z[i] = expf(x[i] - shift)
         elif op == E_SIGMOID:
             z[i] = one / (one + expf(-x[i]))
@@ -52,9 +62,9 @@ def _reference(op, x, z, shift):
 
 
 @njit
-def _sweep(lo, hi, step, chunk):
-    """Bit patterns lo, lo + step, ... below hi through ``expf_map`` (E_EXP) and the C
-    library: (how many differ, the first that does or -1)."""
+def _sweep(op, lo, hi, step, chunk):
+    """Bit patterns lo, lo + step, ... below hi through ``op``'s map and the C library:
+    (how many differ, the first that does or -1)."""
     x = np.empty(chunk, np.float32)
     xb = x.view(np.uint32)
     a = np.empty(chunk, np.float32)
@@ -66,8 +76,8 @@ def _sweep(lo, hi, step, chunk):
         n = min(chunk, (hi - i + step - 1) // step)
         for k in range(n):
             xb[k] = np.uint32(i + k * step)
-        expf_map(E_EXP, x[:n], a[:n], zero)
-        _reference(E_EXP, x[:n], b[:n], zero)
+        _mapped(op, x[:n], a[:n], zero)
+        _reference(op, x[:n], b[:n], zero)
         ab, bb = a.view(np.uint32), b.view(np.uint32)
         for k in range(n):
             if ab[k] != bb[k]:
@@ -100,6 +110,15 @@ def test_probe_finds_a_glibc_build():
     assert libm.EXPF_VARIANT == libm_variant.expf_variant()
 
 
+def test_erff_probe_finds_glibcs():
+    if not _KNOWN or _VERSION > (2, 36):
+        pytest.skip(f"erff's probe was checked on glibc 2.36, this is {_GLIBC or sys.platform}:"
+                    " gelu_map follows whatever it finds")
+    assert libm_variant.erff_variant() == "fdlibm"
+    with np.errstate(over="ignore"):
+        assert libm_variant.classify_erff(lambda v: float(np.float32(math.erf(v)))) is None
+
+
 def test_probe_rejects_another_expf():
     """A correctly rounded expf (exp in double, rounded once) is not glibc's: the probe
     inputs include ten where glibc rounds the other way."""
@@ -108,8 +127,9 @@ def test_probe_rejects_another_expf():
     assert libm_variant.classify(lambda v: v) is None
 
 
-@pytest.mark.parametrize("op", [E_EXP, E_SIGMOID, E_SILU], ids=["exp", "sigmoid", "silu"])
-def test_expf_map_has_the_c_library_bits(op):
+@pytest.mark.parametrize("op", [E_EXP, E_SIGMOID, E_SILU, E_GELU],
+                         ids=["exp", "sigmoid", "silu", "gelu"])
+def test_map_has_the_c_library_bits(op):
     x = _inputs()
     shift = np.float32(0.75) if op == E_EXP else np.float32(0.0)
     want = np.empty_like(x)
@@ -124,9 +144,10 @@ def test_expf_map_has_the_c_library_bits(op):
     assert np.array_equal(_bits(inplace), _bits(want))
 
 
-def test_every_61st_float():
-    bad, first = _sweep(0, 1 << 32, 61, 1 << 16)
-    assert bad == 0, f"{bad} differ from the C library's expf, first at bits {first:#x}"
+@pytest.mark.parametrize("op", [E_EXP, E_GELU], ids=["exp", "gelu"])
+def test_every_61st_float(op):
+    bad, first = _sweep(op, 0, 1 << 32, 61, 1 << 16)
+    assert bad == 0, f"{bad} differ from the C library's, first at bits {first:#x}"
 
 
 _PLAIN_CHILD = textwrap.dedent("""
@@ -134,10 +155,10 @@ _PLAIN_CHILD = textwrap.dedent("""
     import numpy as np
     from pyruntime.kernels import libm, libm_variant
     from pyruntime.kernels.fast import _cache
-    from tests.kernels.test_libm_expf import _sweep
+    from tests.kernels.test_libm_maps import _sweep
     assert libm_variant.expf_variant() == "plain", libm_variant.expf_variant()
     assert libm.EXPF_VARIANT == "plain"
-    bad, first = _sweep(0, 1 << 32, 61, 1 << 16)
+    bad, first = _sweep(libm.E_EXP, 0, 1 << 32, 61, 1 << 16)
     assert bad == 0, (bad, hex(first))
     print(_cache.source_key(_cache.ROOT / "kernels" / "libm.py"))
 """)
@@ -158,12 +179,13 @@ def test_plain_build_where_glibc_picks_it():
     assert (out.stdout.split()[-1] == key) == (libm.EXPF_VARIANT == "plain")
 
 
-if __name__ == "__main__":  # every float32, in both halves at once
+if __name__ == "__main__":  # every float32, in both halves at once, for exp and gelu
     halves = [(0, 1 << 31), (1 << 31, 1 << 32)]
     if len(sys.argv) > 1:
         lo, hi = halves[int(sys.argv[1])]
-        print(libm.EXPF_VARIANT, _sweep(lo, hi, 1, 1 << 16))
+        for op, name in ((E_EXP, "exp"), (E_GELU, "gelu")):
+            print(name, libm_variant.tag(), _sweep(op, lo, hi, 1, 1 << 16))
     else:
-        procs = [subprocess.Popen([sys.executable, "-m", "tests.kernels.test_libm_expf",
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.kernels.test_libm_maps",
                                    str(k)], env=os.environ) for k in (0, 1)]
         sys.exit(max(p.wait() for p in procs))
