@@ -1,7 +1,7 @@
 """Which ``expf`` and ``erff`` this process's C library computes, found by asking it
 (no Numba).
 
-glibc (2.27 and later; musl too) computes ``expf`` with one algorithm: a 32-entry table
+glibc (2.27 and later) computes ``expf`` with one algorithm: a 32-entry table
 of 2**(i/32) and a degree-3 polynomial in double precision. x86-64 glibc builds it twice
 and picks one per CPU when it loads: the FMA build where the CPU has FMA and AVX2 (its
 compiler fused three products and adds, and ``x * N/ln2`` with both of its uses), the
@@ -15,8 +15,8 @@ library's, bit for bit. Anything else (another C library, a future glibc with a 
 is part of the compiled kernels' cache key (``kernels.fast._cache``), so code built for
 one variant never runs where the C library computes another.
 
-``erff`` likewise: glibc's (fdlibm's float code) on its main rational branch,
-|x| in [2**-28, 0.84375), which ``kernels.libm`` repeats for GELU (its other branches stay
+``erff`` likewise: glibc's (fdlibm's float code) on its two rational branches,
+|x| in [2**-28, 1.25), which ``kernels.libm`` repeats for GELU (its other branches stay
 calls); a C library that rounds differently there (a correctly rounded ``erff``) gets None.
 """
 from __future__ import annotations
@@ -42,12 +42,15 @@ PROBE = (
     (0x7FC00000, 0x7FC00000, 0x7FC00000),
 )
 VARIANTS = ("fma", "plain")
-# erff: glibc's (from fdlibm, float arithmetic, one build) on |x| in [2**-28, 0.84375), its
-# rational branch, as (input, result) bits: eight where it rounds differently from erf
+# erff: glibc's (from fdlibm, float arithmetic, one build) on |x| in [2**-28, 1.25), its
+# two rational branches, as (input, result) bits: twelve where it rounds differently
+# from erf (eight below 0.84375, four above)
 ERFF_PROBE = (
     (0xBE585742, 0xBE7087D6), (0x3E5A0DD0, 0x3E7260EC), (0x3E601484, 0x3E78DE66),
     (0xBF54988C, 0xBF4280F3), (0xBF549125, 0xBF427CC2), (0xBF321B49, 0xBF2CC24E),
     (0xBF5584C8, 0xBF43064C), (0x3D7538CA, 0x3D8A2FBD),
+    (0x3F5CB83D, 0x3F46FB88), (0x3F935023, 0x3F6579C2), (0x3F888BE7, 0x3F5E5D2C),
+    (0xBF7B78BD, 0xBF55D176),
 )
 
 
@@ -94,15 +97,15 @@ def expf_variant() -> str | None:
 
 
 def classify_erff(erff) -> str | None:
-    """"fdlibm" when ``erff`` gives glibc's results on its rational branch's probe
+    """"fdlibm" when ``erff`` gives glibc's results on its rational branches' probe
     inputs, else None."""
     return "fdlibm" if _gives(erff, ERFF_PROBE, 1) else None
 
 
 @functools.cache
 def erff_variant() -> str | None:
-    """"fdlibm" where this process's ``erff`` is glibc's (up to 2.40 at least) on
-    |x| in [2**-28, 0.84375), else None."""
+    """"fdlibm" where this process's ``erff`` is glibc's (checked on 2.36) on
+    |x| in [2**-28, 1.25), else None."""
     f = _c_float_fn("erff")
     return None if f is None else classify_erff(f)
 
