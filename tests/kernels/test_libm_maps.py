@@ -1,6 +1,6 @@
 """kernels/libm.py's ``expf_map`` and ``gelu_map``: glibc's ``expf`` (and sigmoid, SiLU, a
-shifted exp on it) and the exact GELU (glibc's ``erff`` on its main branch) in loops that
-vectorize, with the C library's bits.
+shifted exp on it) and the exact GELU (glibc's ``erff`` on its two rational branches) in
+loops that vectorize, with the C library's bits.
 
 The reference is the C library itself, called from compiled code per element
 (``test_libm.py`` checks those calls are libm's). Where ``kernels.libm_variant`` finds no
@@ -33,8 +33,6 @@ from tests.child import repo_env
 _GLIBC = platform.libc_ver()
 _VERSION = tuple(int(p) for p in _GLIBC[1].split(".")[:2]) if _GLIBC[0] == "glibc" else ()
 _KNOWN = sys.platform.startswith("linux") and _VERSION >= (2, 27)
-
-
 E_GELU = 9  # (these tests' code for gelu_map)
 
 
@@ -48,7 +46,7 @@ def _mapped(op, x, z, shift):
 
 @njit
 def _reference(op, x, z, shift):
-    """The same op with the C library's expf, one call per element."""
+    """The same op with the C library's expf or erff, one call per element."""
     one = np.float32(1.0)
     for i in range(x.size):
         if op == E_GELU:
@@ -151,8 +149,6 @@ def test_every_61st_float(op):
 
 
 _PLAIN_CHILD = textwrap.dedent("""
-    import sys
-    import numpy as np
     from pyruntime.kernels import libm, libm_variant
     from pyruntime.kernels.fast import _cache
     from tests.kernels.test_libm_maps import _sweep
