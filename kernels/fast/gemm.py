@@ -169,6 +169,7 @@ def _microkernel(mr, panels=1):
 
 _mk1, _mk2, _mk3, _mk4, _mk5, _mk6 = (_microkernel(r) for r in range(1, 7))
 _mk1x4 = _microkernel(1, panels=4)  # one row, four panels: 8 accumulators in flight
+_mk1x2 = _microkernel(1, panels=2)  # one row, two panels: 4 in flight (256-bit vectors)
 _mk6x2 = _microkernel(MR, panels=2)  # a full tile, two panels: 12 with 512-bit vectors
 # a full tile, four panels: 24 accumulators with 512-bit vectors (of 32 registers), each A
 # element loaded once per four panels; with 256-bit vectors, one loop per panel
@@ -201,10 +202,23 @@ def pack_rows(P, X, rs, cs, m, k):
     for i0 in range(0, m, MR):
         base = i0 * k
         rows = min(MR, m - i0)
-        for t in range(k):
-            d = base + t * MR
-            for r in range(rows):
-                P[d + r] = X[(i0 + r) * rs + t * cs]
+        # literal row counts for a full panel and a single row (a matrix-vector product):
+        # a loop over a run-time count of rows cost 3.5 ns per k step, 10x the copy
+        if rows == MR:
+            for t in range(k):
+                d = base + t * MR
+                s = i0 * rs + t * cs
+                for r in range(MR):
+                    P[d + r] = X[s + r * rs]
+        elif rows == 1:
+            s = i0 * rs
+            for t in range(k):
+                P[base + t * MR] = X[s + t * cs]
+        else:
+            for t in range(k):
+                d = base + t * MR
+                for r in range(rows):
+                    P[d + r] = X[(i0 + r) * rs + t * cs]
 
 
 @njit
@@ -332,9 +346,8 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                 jj = 0
                 while jj < nb:
                     j = j0 + jj
-                    if ccs == 1 and ((mr == 1 and nb - jj >= 4 * nr)
-                                     or (mr == MR and nb - jj >= 2 * nr)):
-                        # full panels at once: four for one row, four or two for a full tile
+                    if ccs == 1 and (mr == 1 or mr == MR) and nb - jj >= 2 * nr:
+                        # full panels at once: four or two, for one row or a full tile
                         if pbp != 0:
                             b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
                         elif not direct:
@@ -342,9 +355,12 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                         else:
                             b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
                         pt = pc + (i0 * crs + j) * item
-                        if mr == 1:
+                        if mr == 1 and nb - jj >= 4 * nr:
                             _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
                             jj += 4 * nr
+                        elif mr == 1:
+                            _mk1x2(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
+                            jj += 2 * nr
                         elif nb - jj >= 4 * nr:
                             _mk6x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
                             jj += 4 * nr

@@ -50,7 +50,9 @@ def _gemm(a, b, ldc_pad=0, pw=None, pwk=0, a_t=False, b_t=False):
 
 SIZES = [(0, 5, 3), (4, 0, 3), (3, 4, 0), (1, 1, 1), (1, 40, 7), (40, 1, 7), (6, 16, 5),
          (7, 17, 9), (13, 31, 33), (5, 300, 11), (300, 5, 11), (24, 50, KC + 3),
-         (30, NCB + 21, 20), (64, 4, 600), (2, 3, 2 * KC + 1)]
+         (30, NCB + 21, 20), (64, 4, 600), (2, 3, 2 * KC + 1),
+         # one row: two, four, four + two + a partial panel (float32: 16 columns a panel)
+         (1, 32, 9), (1, 64, 3), (1, 64 + 32 + 5, KC + 3), (13, 48, 8)]
 
 
 @pytest.mark.parametrize("m,n,k", SIZES)
