@@ -28,7 +28,7 @@ from pyruntime.kernels.fast import background, dynamic_binder, get_binder
 from pyruntime.kernels.prim import typed as prim
 from pyruntime.kernels.fast.context import BindContext, IntSlot
 from pyruntime.kernels.fast.jit import KernelNotReady, compile_now, is_ready
-from pyruntime import fusion
+from pyruntime import copy_elision, fusion
 from pyruntime.instructions import CALLS, Op
 from pyruntime.progress import CompileNotice, background_notice
 from pyruntime.values import ListRef
@@ -64,6 +64,9 @@ class FastPlan:
         self.flat = method.flat  # the instruction records, by pc
         self.offsets = method.offsets
         self.folded = self._fold_constant_permutes(values)
+        # copies whose out can be their input's memory: no-ops (``pyruntime.copy_elision``)
+        self.elided = copy_elision.elide(self.flat, values, method.inputs, method.outputs)
+        self.folded |= self.elided
         buffers = list(method.arenas) + [method.program._data]
         buffers += [v.storage for v in values if isinstance(v, ETensor) and v.storage is not None]
         self.table = DescTable(values, buffers)
