@@ -64,8 +64,10 @@ class FastPlan:
         self.flat = method.flat  # the instruction records, by pc
         self.offsets = method.offsets
         self.folded = self._fold_constant_permutes(values)
-        # copies whose out can be their input's memory: no-ops (``pyruntime.copy_elision``)
-        self.elided = copy_elision.elide(self.flat, values, method.inputs, method.outputs)
+        # copies whose out can be their input's memory: no-ops (``pyruntime.copy_elision``);
+        # not under tier="opencl", whose device buffers follow the plan's own addresses
+        self.elided = copy_elision.elide(self.flat, values, method.inputs, method.outputs) \
+            if method.tier == "fast" else set()
         self.folded |= self.elided
         buffers = list(method.arenas) + [method.program._data]
         buffers += [v.storage for v in values if isinstance(v, ETensor) and v.storage is not None]
