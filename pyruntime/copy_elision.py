@@ -3,7 +3,7 @@
 An exported decode step is full of ops that only rename a tensor: ``squeeze_copy``
 and ``unsqueeze_copy`` around RoPE, ``view_copy``, an ``expand_copy`` or
 ``permute_copy`` that moves no element, a ``_clone_dim_order`` of a contiguous tensor
-(the Llama KV step: 36 of its 200 instructions). ExecuTorch's portable kernels copy
+(the Llama KV step elides 36 of its 200 instructions). ExecuTorch's portable kernels copy
 each one. ``elide`` finds those whose out can simply be the input's memory and makes
 the out tensor a view of it: the instruction becomes a no-op and every reader of the
 out reads the input's bytes, which are the bytes the copy would have written.
@@ -21,6 +21,11 @@ tell the difference:
   memory (the plan may reuse it once ``I`` is dead: checked against every tensor each
   instruction may write, by address; an instruction that writes a tensor whose
   address is not known at load stops the elision), and the method has no jumps.
+
+Where the plan reuses ``I``'s memory before ``O``'s last read, the other way round can
+work: ``I``'s one writer (an ATen out variant, which writes its out whole) writes ``O``'s
+memory instead, when nothing names that memory from the writer to the copy, ``I`` is read
+only in between, and nothing reads ``I``'s own memory under another value afterwards.
 
 Chains work: an out elided onto ``I`` can be the input of a later elided copy; each
 elision checks ``I``'s memory, which is then the first input's, up to its own last read.
@@ -132,6 +137,13 @@ def _result_sizes(name, src, args, values):
     return None
 
 
+def _out_variant(ins) -> bool:
+    """An ATen (or dim_order) out variant: it writes its outs whole and nothing else."""
+    name = ins.name or ""
+    return ins.op is Op.KERNEL and name in SCHEMAS and name.endswith("out") \
+        and name.split("::")[0] in ("aten", "dim_order_ops")
+
+
 def _written(ins, values) -> list:
     """Value indices the instruction may write: an ATen (or dim_order) out variant writes
     its outs; anything else (in-place ops, custom ops such as ``llama::update_cache``,
@@ -140,11 +152,8 @@ def _written(ins, values) -> list:
         return [ins.dst]
     if ins.op not in (Op.KERNEL, Op.DELEGATE):
         return []
-    name = ins.name or ""
-    schema = SCHEMAS.get(name)
-    if ins.op is Op.KERNEL and schema is not None and name.endswith("out") \
-            and name.split("::")[0] in ("aten", "dim_order_ops"):
-        nret = schema[1]
+    if _out_variant(ins):
+        nret = SCHEMAS[ins.name][1]
         return list(ins.args[ins.nargs - nret:ins.nargs]) + list(ins.args[ins.nargs:])
     named = []
     for j in ins.args:
@@ -230,6 +239,32 @@ def elide(flat, values, inputs, outputs) -> set:
             last = max(last, max(readers[k]))
         return found, last
 
+    def into_out(pc, src_j, out_j):
+        """The other way round: the input's one writer writes the out's memory, where
+        that memory is named by nothing from the writer to the copy, the input is read
+        only in between, and nothing reads the input's own memory under another value
+        afterwards (before it is overwritten). True if done."""
+        ws = writers.get(src_j, [])
+        if len(ws) != 1 or not ws[0] < pc or ws[0] in elided:
+            return False
+        p = ws[0]
+        if not _out_variant(flat[p]) or src_j in inputs or src_j in outputs \
+                or src_j in delegated or any(not p <= r <= pc for r in readers[src_j]):
+            return False
+        olo, ohi = spans[out_j]
+        if any(k != src_j and overlaps(k, olo, ohi) for q in range(p, pc) for k in named[q]):
+            return False
+        lo, hi = spans[src_j]
+        for q in range(p + 1, len(flat)):
+            w = wrote[q]
+            if any(k != src_j and k not in w and overlaps(k, lo, hi) for k in named[q]):
+                return False
+            if any(k != src_j and overlaps(k, lo, hi) for k in w):
+                break
+        values[src_j].storage = values[out_j].storage
+        spans[src_j] = spans[out_j]
+        return True
+
     elided = set()
     for pc, ins in enumerate(flat):
         if ins.op is not Op.KERNEL or ins.name not in OPS or len(ins.args) < 2:
@@ -248,10 +283,10 @@ def elide(flat, values, inputs, outputs) -> set:
                 or _result_sizes(ins.name, src, ins.args, values) != out.sizes:
             continue
         follow = aliases_of(pc, out_j)
-        if follow is None:
-            continue
         lo, hi = spans[src_j]
-        if not untouched(pc + 1, follow[1], lo, hi):
+        if follow is None or not untouched(pc + 1, follow[1], lo, hi):
+            if into_out(pc, src_j, out_j):
+                elided.add(pc)
             continue
         o_lo = spans[out_j][0]
         for k in follow[0]:  # a view of the out: the same place in the input's memory
