@@ -137,11 +137,15 @@ def _result_sizes(name, src, args, values):
     return None
 
 
+# out variants that also update an input in place (training batch norm's running stats)
+_MUTATING = ("aten::_native_batch_norm_legit.out",)
+
+
 def _out_variant(ins) -> bool:
     """An ATen (or dim_order) out variant: it writes its outs whole and nothing else."""
     name = ins.name or ""
     return ins.op is Op.KERNEL and name in SCHEMAS and name.endswith("out") \
-        and name.split("::")[0] in ("aten", "dim_order_ops")
+        and name.split("::")[0] in ("aten", "dim_order_ops") and name not in _MUTATING
 
 
 def _written(ins, values) -> list:

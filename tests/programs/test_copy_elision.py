@@ -143,8 +143,8 @@ def test_the_out_memory_in_use_before_the_copy_keeps_the_copy():
     assert p.values[i].data_ptr() == p.arena.ctypes.data
 
 
-@pytest.mark.parametrize("case", ["second_writer", "custom_op", "output", "moves_elements",
-                                  "wrong_out_sizes"])
+@pytest.mark.parametrize("case", ["second_writer", "custom_op", "training_batch_norm",
+                                  "output", "moves_elements", "wrong_out_sizes"])
 def test_copies_that_stay(case):
     p = Plan()
     if case == "moves_elements":  # permute of two dims of size > 1
@@ -162,6 +162,12 @@ def test_copies_that_stay(case):
     elif case == "custom_op":  # llama::update_cache writes its cache argument in place
         p.flat.append(KernelCall(None, (p.tensor(256, (1, 16)), i, p.value(0), later), 3, (),
                                  "llama::update_cache.out", 0, 1))
+    elif case == "training_batch_norm":  # an out variant that updates running_mean (I)
+        outs = (p.tensor(1024, (1, 16)), p.tensor(1536, (16,)), p.tensor(1600, (16,)))
+        args = (p.tensor(512, (1, 16)), p.tensor(576, (16,)), p.tensor(640, (16,)), i,
+                p.tensor(704, (16,)), p.value(True), p.value(0.1), p.value(1e-5)) + outs
+        p.flat.append(KernelCall(None, args + outs, len(args), (),
+                                 "aten::_native_batch_norm_legit.out", 0, 1))
     p.op("aten::neg.out", o, out=later)
     assert p.elide(outputs=[o] if case == "output" else []) == set()
 
