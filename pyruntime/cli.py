@@ -139,9 +139,10 @@ def inspect_ops(path, data_path=None, out=None) -> None:
             runs = {**fp.calls, **({pc: r for pc, r, _ in fp.fusions} if fp.fused else {})}
             for pc, ins in enumerate(fp.flat):
                 if ins.op is Op.KERNEL:
-                    c = compiled.setdefault(ins.name, [0, 0, 0, 0, 0, 0])
-                    # compiled / reference / folded / fused into a convolution
-                    c[3 if pc in fused_into else {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
+                    c = compiled.setdefault(ins.name, [0, 0, 0, 0, 0, 0, 0])
+                    # compiled / reference / folded / fused into a convolution / elided
+                    c[6 if pc in fp.elided else 3 if pc in fused_into else
+                      {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
                     c[4] += pc not in fused_into and kinds[pc] == 0 and len(runs.get(pc, ())) > 2
                     c[5] += pc in fp.fast_math  # a fast-math kernel (math="fast")
         for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -149,18 +150,20 @@ def inspect_ops(path, data_path=None, out=None) -> None:
                 close = ", ".join(closest_names(op))
                 w(f"    {n:5d}  {op}: MISSING (closest: {close or 'none'})\n")
             else:
-                fast, ref, folded, fused, split, fm = compiled.get(op, (0, n, 0, 0, 0, 0))
+                fast, ref, folded, fused, split, fm, elided = compiled.get(
+                    op, (0, n, 0, 0, 0, 0, 0))
                 extra = f" ({fm} with fast math)" if fm else ""
                 extra += f", {folded} folded into constant views" if folded else ""
                 extra += f", {fused} fused into the convolution before" if fused else ""
+                extra += f", {elided} elided (the out a view of the input)" if elided else ""
                 extra += f", {split} split over {m.threads} threads" if split else ""
                 w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference{extra}\n")
         if missing:
             w(f"  {len(missing)} operator(s) have no kernel: the method cannot load\n")
         else:
-            total = sum(v[0] + v[2] + v[3] for v in compiled.values())
+            total = sum(v[0] + v[2] + v[3] + v[6] for v in compiled.values())
             w(f"  {total} of {sum(meta.operator_counts.values())} kernel calls compiled "
-              "(or folded or fused away)\n")
+              "(or folded, elided or fused away)\n")
 
 
 def inspect_ops_opencl(path, data_path=None, out=None, seed=0) -> None:

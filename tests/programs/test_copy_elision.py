@@ -197,3 +197,12 @@ def test_result_sizes(name, src, args, want):
     t = ETensor(ScalarType.FLOAT, src)
     ids = [put(t)] + [put(a) for a in args]
     assert copy_elision._result_sizes(name, t, ids, values) == want
+
+
+def test_inspect_ops_counts_the_elided_calls():
+    from tests.test_cli import cli
+
+    rc, out, err = cli("inspect", "--ops", get_fixture("llama_kv").pte_path)
+    assert rc == 0, err
+    assert "dim_order_ops::_clone_dim_order.out: 0 compiled, 0 reference, 4 elided" in out
+    assert "200 of 200 kernel calls compiled (or folded, elided or fused away)" in out
