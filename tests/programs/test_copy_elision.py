@@ -5,8 +5,9 @@ ExecuTorch's: ``test_parity`` runs them too), over every call and repeated execu
 reads an out through a view the memory plan made free (another value over the same bytes),
 which a first version missed (max error 2.5). On hand-made plans, each rule that keeps a
 copy: the input's memory reused before the out's last read, another writer of the out, a
-custom op naming the input, a method output, an op that moves elements; and the other way
-round (the input's writer writes the out's memory) where the input's memory is reused.
+custom op or a training batch norm naming the input, a method output, an op that moves
+elements; and the other way round (the input's writer writes the out's memory) where the
+input's memory is reused.
 """
 from __future__ import annotations
 
