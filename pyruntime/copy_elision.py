@@ -159,11 +159,16 @@ def _written(ins, values) -> list:
     if _out_variant(ins):
         nret = SCHEMAS[ins.name][1]
         return list(ins.args[ins.nargs - nret:ins.nargs]) + list(ins.args[ins.nargs:])
-    named = []
-    for j in ins.args:
-        v = values[j]
-        named.extend(v.items if isinstance(v, ListRef) else (j,))
-    return named
+    return _flatten(ins.args, values)
+
+
+def _flatten(indices, values) -> list:
+    """Value indices with each list value's items in its place."""
+    out = []
+    for j in indices:
+        v = values[j] if j >= 0 else None
+        out.extend(v.items if isinstance(v, ListRef) else (j,))
+    return out
 
 
 def elide(flat, values, inputs, outputs) -> set:
@@ -181,11 +186,8 @@ def elide(flat, values, inputs, outputs) -> set:
     moved = set()  # values a move or et_view derives from or into (addresses change)
     delegated = set()  # values a delegate names
     for pc, ins in enumerate(flat):
-        ks = []
-        for j in ins.values():
-            v = values[j] if j >= 0 else None
-            ks.extend(v.items if isinstance(v, ListRef) else (j,))
-        ks = [k for k in dict.fromkeys(ks) if k >= 0 and isinstance(values[k], ETensor)]
+        ks = [k for k in dict.fromkeys(_flatten(ins.values(), values))
+              if k >= 0 and isinstance(values[k], ETensor)]
         w = {k for k in _written(ins, values) if k >= 0 and isinstance(values[k], ETensor)}
         named.append(ks)
         wrote.append(w)
@@ -217,25 +219,29 @@ def elide(flat, values, inputs, outputs) -> set:
         """No instruction in pcs [start, stop] may write a byte of [lo, hi)."""
         return not any(overlaps(k, lo, hi) for q in range(start, stop + 1) for k in wrote[q])
 
+    def read_elsewhere(start, own, lo, hi):
+        """(values other than ``own`` that read bytes of [lo, hi) from pc ``start`` on,
+        the pc that overwrites them or the last pc): the memory plan gives a view the
+        exporter made free, such as a ``view_copy``, the bytes of the tensor it views
+        under its own value."""
+        found = set()
+        for q in range(start, len(flat)):
+            w = wrote[q]
+            found.update(k for k in named[q] if k != own and k not in w and overlaps(k, lo, hi))
+            if any(k != own and overlaps(k, lo, hi) for k in w):
+                return found, q
+        return found, len(flat) - 1
+
     def aliases_of(pc, out_j):
-        """The other values that read the out's bytes after ``pc``, before anything
-        overwrites them (the memory plan gives a view that the exporter made free, such
-        as a ``view_copy``, the bytes of the tensor it views, under its own value), with
+        """The other values reading the out's bytes after ``pc`` (``read_elsewhere``), with
         the last pc reading any of them; None when one cannot follow the out."""
         lo, hi = spans[out_j]
-        found, end = set(), len(flat) - 1
-        for q in range(pc + 1, len(flat)):
-            w = wrote[q]
-            for k in named[q]:
-                if k != out_j and k not in w and overlaps(k, lo, hi):
-                    sp = spans[k]
-                    if sp is None or not (lo <= sp[0] and sp[1] <= hi) or not fixed(k) \
-                            or k in writers or k in delegated or k in outputs:
-                        return None
-                    found.add(k)
-            if any(k != out_j and overlaps(k, lo, hi) for k in w):
-                end = q  # overwritten: the aliases' reads must all come before
-                break
+        found, end = read_elsewhere(pc + 1, out_j, lo, hi)
+        for k in found:
+            sp = spans[k]
+            if sp is None or not (lo <= sp[0] and sp[1] <= hi) or not fixed(k) \
+                    or k in writers or k in delegated or k in outputs:
+                return None
         last = max(readers[out_j])
         for k in found:
             if max(readers[k]) > end:
@@ -258,13 +264,8 @@ def elide(flat, values, inputs, outputs) -> set:
         olo, ohi = spans[out_j]
         if any(k != src_j and overlaps(k, olo, ohi) for q in range(p, pc) for k in named[q]):
             return False
-        lo, hi = spans[src_j]
-        for q in range(p + 1, len(flat)):
-            w = wrote[q]
-            if any(k != src_j and k not in w and overlaps(k, lo, hi) for k in named[q]):
-                return False
-            if any(k != src_j and overlaps(k, lo, hi) for k in w):
-                break
+        if read_elsewhere(p + 1, src_j, *spans[src_j])[0]:
+            return False
         values[src_j].storage = values[out_j].storage
         spans[src_j] = spans[out_j]
         return True
