@@ -52,6 +52,12 @@ CASES = [
     ((1, 3, 4, 4), (3, 1, 3, 3), False, [1, 1], [1, 1], [1, 1], 3),          # dw, Wp = 6
     ((1, 4, 5, 5), (4, 1, 3, 3), True, [1, 1], [2, 2], [2, 2], 4),           # dw 5x5 dilated
     ((1, 4, 6, 9), (8, 1, 3, 3), True, [1, 1], [1, 0], [1, 1], 4),           # dw padded rows
+    # stride 2 from the four phase planes: odd sizes, dilated, one axis padded; stride 1
+    # rows >= 32 whose last 16-column block spills into the next row
+    ((1, 3, 23, 37), (3, 1, 3, 3), True, [2, 2], [1, 1], [1, 1], 3),         # dw s2, odd
+    ((1, 2, 9, 10), (4, 1, 3, 3), True, [2, 2], [2, 2], [2, 2], 2),          # dw s2 dilated
+    ((1, 2, 12, 9), (2, 1, 3, 3), False, [2, 2], [0, 1], [1, 1], 2),         # dw s2 pad cols
+    ((1, 2, 6, 66), (2, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 2),          # dw s1, 66 wide
 ]
 
 
