@@ -305,7 +305,8 @@ class FastPlan:
 
     def _bind_delegate(self, pc, ins, values, dynamic) -> bool:
         """Compile a DelegateCall when its backend has a compiled entry (``bind_fast(handle,
-        ctx, args) -> (fn, block, explain) | None``); the tensors must be fixed slots."""
+        ctx, args) -> (fn, block, explain) | None``, or a split call in place of (fn, block):
+        ``BindContext.bind_split``'s tuple); the tensors must be fixed slots."""
         args = ins.args
         bind = getattr(ins.backend, "bind_fast", None)
         if bind is None or ins.lists or any(j in dynamic or j in self.dataless for j in args):
@@ -316,8 +317,8 @@ class FastPlan:
             raise e.with_context(self.m._where(ins)) from e
         if r is None:
             return False
-        fn, block, self.explain[pc] = r
-        self._set_call(pc, (fn, block))
+        *call, self.explain[pc] = r
+        self._set_call(pc, tuple(call))
         return True
 
     def _bind_prim(self, pc, ins, values, dynamic) -> bool:

@@ -105,6 +105,8 @@ class XnnpackHandle:
         self.state[1] = runtime.value or 0
         self.tokens = 0
         self.kernels = []  # state arrays of the compiled entries bound to this handle
+        # the parsed graph, for math="fast" entries that run it on our kernels (qb4w)
+        self.blob, self.named_data, self.qb4w = None, None, None
 
     def close(self) -> None:
         """Delete the runtime and release the workspace (idempotent)."""
@@ -115,6 +117,7 @@ class XnnpackHandle:
             if self.workspace.value and self.api.xnn_release_workspace is not None:
                 self.api.xnn_release_workspace(self.workspace)
         self.keep = []
+        self.blob, self.named_data, self.qb4w = None, None, None
 
     def __del__(self):
         try:
@@ -195,7 +198,9 @@ class XnnpackBackend(LibraryBackend):
                             ErrorCode.MemoryAllocationFailed if st == 6 else ErrorCode.Internal)
         finally:
             api.xnn_delete_subgraph(sub.handle)  # the runtime does not need it
-        return XnnpackHandle(lib, runtime, workspace, sub, threads)
+        h = XnnpackHandle(lib, runtime, workspace, sub, threads)
+        h.blob, h.named_data = xb, named_data
+        return h
 
     # ---- execute ---------------------------------------------------------------
     def execute(self, h: XnnpackHandle, args) -> None:
@@ -290,6 +295,15 @@ class XnnpackBackend(LibraryBackend):
         with ``explain(status) -> message``, or None (see ``delegates.xnnpack.fast``)."""
         if os.environ.get("PYRUNTIME_XNNPACK_COMPILED", "1") == "0":
             return None
+        if ctx.math == "fast" and h.runtime is not None:
+            # an 8da4w linear graph on our own int4 kernels (delegates.xnnpack.qb4w)
+            try:
+                from pyruntime.delegates.xnnpack import qb4w
+                r = qb4w.bind(h, ctx, args)
+            except Exception:  # noqa: BLE001 - not ready or not modelled: XNNPACK runs it
+                r = None
+            if r is not None:
+                return r
         try:
             from pyruntime.delegates.xnnpack import fast
             return fast.bind(h, ctx, args, _check_elsize)

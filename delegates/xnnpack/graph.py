@@ -260,29 +260,12 @@ class _Builder:
             raise blob_error(f"{where}: unknown quantization parameters type {code}")
 
     def scales(self, q, count, dtype, where) -> np.ndarray:
-        if q.scale_buffer_idx:
-            raw = constant_bytes(self.xb, q.scale_buffer_idx, self.named, where + " scales")
-            item = np.dtype(dtype).itemsize
-            if len(raw) < count * item:
-                raise blob_error(f"{where}: {len(raw) // item} scales for {count} channels")
-            s = np.frombuffer(raw[:count * item].tobytes(), dtype)
-        else:
-            s = np.asarray(q.scale or [], dtype)
-            if len(s) < count:
-                raise blob_error(f"{where}: {len(s)} scales for {count} channels")
-        s = np.concatenate([s[:count], np.zeros(16, dtype)])  # aligned copy with slack
+        s = read_scales(self.xb, self.named, q, count, dtype, where)
         self.keep.append(s)
         return s
 
     def block_scales(self, q, count, where) -> np.ndarray:
-        if q.scale_buffer_idx:  # serialized as bf16
-            return self.scales(q, count, np.uint16, where)
-        f32 = np.asarray(q.scale or [], np.float32)
-        if len(f32) < count:
-            raise blob_error(f"{where}: {len(f32)} block scales for {count} blocks")
-        # fp32 -> bf16 the way ExecuTorch does: nudge so truncation rounds, keep the top half
-        bits = (f32[:count] * np.float32(1.00389105)).view(np.uint32) >> 16
-        s = np.concatenate([bits.astype(np.uint16), np.zeros(16, np.uint16)])
+        s = block_scale_bits(self.xb, self.named, q, count, where)
         self.keep.append(s)
         return s
 
@@ -358,6 +341,35 @@ class _Builder:
             self.call(legacy, where, lo, hi, a, b, out, flags)
         else:
             self.call(legacy, where, a, b, out, flags)
+
+
+def read_scales(xb: XnnBlob, named_data, q, count, dtype, where) -> np.ndarray:
+    """``count`` scales of ``dtype`` from the quantization parameters ``q`` (their constant
+    buffer, else their inline list), then 16 zeros of slack."""
+    if q.scale_buffer_idx:
+        raw = constant_bytes(xb, q.scale_buffer_idx, named_data, where + " scales")
+        item = np.dtype(dtype).itemsize
+        if len(raw) < count * item:
+            raise blob_error(f"{where}: {len(raw) // item} scales for {count} channels")
+        s = np.frombuffer(raw[:count * item].tobytes(), dtype)
+    else:
+        s = np.asarray(q.scale or [], dtype)
+        if len(s) < count:
+            raise blob_error(f"{where}: {len(s)} scales for {count} channels")
+    return np.concatenate([s[:count], np.zeros(16, dtype)])  # aligned copy with slack
+
+
+def block_scale_bits(xb: XnnBlob, named_data, q, count, where) -> np.ndarray:
+    """A PerChannelGroupQuant's ``count`` block scales as bf16 bits (uint16), then 16
+    zeros of slack."""
+    if q.scale_buffer_idx:  # serialized as bf16
+        return read_scales(xb, named_data, q, count, np.uint16, where)
+    f32 = np.asarray(q.scale or [], np.float32)
+    if len(f32) < count:
+        raise blob_error(f"{where}: {len(f32)} block scales for {count} blocks")
+    # fp32 -> bf16 the way ExecuTorch does: nudge so truncation rounds, keep the top half
+    bits = (f32[:count] * np.float32(1.00389105)).view(np.uint32) >> 16
+    return np.concatenate([bits.astype(np.uint16), np.zeros(16, np.uint16)])
 
 
 def _fptr(a: np.ndarray):

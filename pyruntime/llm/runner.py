@@ -90,19 +90,24 @@ class TextGenerator:
     (``tokenizer.json`` or its folder, a tiktoken or sentencepiece ``.model``) or a
     ``pyruntime.llm.Tokenizer``. ``tier="fast"`` runs the compiled kernels;
     ``threads`` sets intra-op threads; ``prefill_chunk`` caps the tokens per prefill
-    execute (default: what the program allows).
+    execute (default: what the program allows); ``math`` picks ``"exact"`` or
+    ``"fast"`` arithmetic (default: the process's, ``pyruntime.mathmode``). Under
+    ``"fast"`` an 8da4w program's int4 linears run on pyruntime's own kernels instead of
+    XNNPACK (``delegates.xnnpack.qb4w``)::
+
+        gen = TextGenerator("llama-8da4w.pte", "tokenizer.json", math="fast")
     """
 
     def __init__(self, model, tokenizer, *, tier: str = "fast", threads: int | None = None,
                  data_path=None, method: str = "forward", prefill_chunk: int | None = None,
-                 tokenizer_config=None):
+                 tokenizer_config=None, math: str | None = None):
         t0 = time.perf_counter()
         self.program, self.path = open_program(model, data_path)
         self.metadata = read_metadata(self.program, self.path, method)
         self.tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else \
             load_tokenizer(tokenizer, tokenizer_config)
         check_tokenizer(self.metadata, self.tokenizer, self.path)
-        self.method = self.program.load_method(method, tier=tier, threads=threads)
+        self.method = self.program.load_method(method, tier=tier, threads=threads, math=math)
         self._step = ForwardStep(self.method, self.metadata)
         self.chunk = self.metadata.prefill_chunk
         if prefill_chunk is not None:

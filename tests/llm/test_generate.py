@@ -92,6 +92,41 @@ def test_greedy_matches_executorch(family, variant):
     assert len(seen) > 12, "degenerate fixture: the model repeats itself"
 
 
+def test_8da4w_fast_math_runs_int4_linears_on_our_kernels():
+    """math="fast": the 8da4w program's XNNPACK linears run on pyruntime's int4 kernels
+    (delegates.xnnpack.qb4w), every delegate call of the method. At every step the logits
+    stay within the math="fast" bound, 1e-4 x max(1, |ref|), of the exact run (XNNPACK,
+    which test_greedy_matches_executorch holds to ExecuTorch's runner); the greedy pieces
+    equal TextLLMRunner's; and the logits are the same bits at threads 1 and 2, run after
+    run (the parts split output channels, never a sum)."""
+    from pyruntime.instructions import Op
+
+    fx = get_llm("llama3_2", "8da4w")
+    rows = {}
+    for key, kw in (("exact", dict(math="exact")), ("fast1", dict(math="fast", threads=1)),
+                    ("fast2", dict(math="fast", threads=2))):
+        gen = TextGenerator(fx.pte, fx.tokenizer, **kw)
+        fp = gen.method._fast
+        delegates = {pc for pc, ins in enumerate(fp.flat) if ins.op is Op.DELEGATE}
+        assert delegates and (delegates <= fp.fast_math) == (key != "exact")
+        for rep in range(3 if key == "fast2" else 1):
+            got = []
+            gen.reset()
+            gen.generate(PROMPTS[0], NEW_TOKENS, temperature=0,
+                         logits_processor=lambda row: got.append(np.array(row, np.float32)))
+            tokens = list(gen.tokens)
+            if rep:
+                assert all(np.array_equal(a, b) for a, b in zip(got, rows[key][0]))
+            rows[key] = (got, tokens)
+    exact, fast = rows["exact"][0], rows["fast1"][0]
+    assert len(exact) == len(fast) == NEW_TOKENS
+    for i, (a, b) in enumerate(zip(exact, fast)):
+        err = np.max(np.abs(b - a) / np.maximum(1, np.abs(a)))
+        assert err <= 1e-4, f"step {i}: logits off by {err:.3g} x max(1, |ref|)"
+    assert all(np.array_equal(a, b) for a, b in zip(fast, rows["fast2"][0]))
+    assert pieces(gen, rows["fast1"][1]) == fx.et_pieces[PROMPTS[0]]
+
+
 def test_reference_tier_matches_executorch():
     fx, gen = generator(tier="reference")
     tokens, gaps = greedy(gen, PROMPTS[1])

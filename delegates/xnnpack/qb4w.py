@@ -1,0 +1,205 @@
+"""XNNPACK delegates of 8da4w linears, run by pyruntime's own kernels under ``math="fast"``.
+
+ExecuTorch lowers a linear with int8 dynamically quantized activations and 4-bit
+blockwise weights (``8da4w``) to an XNNPACK subgraph of ``Convert`` (fp32 -> qdint8, one
+scale per row) and ``FullyConnected`` (qdint8 x qbint4 -> fp32). Such a graph is
+recognized here (``linears``) and, on the fast tier with ``math="fast"``, bound to
+``kernels.quantized.typed_qb4w`` instead of the XNNPACK runtime: the same integers,
+float rounding in another order (that module's doc). Any other graph, node, flag,
+output clamp or value type declines, and XNNPACK runs it as before.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyruntime.cython_ext.tensor import ETensor
+from pyruntime.delegates.xnnpack.blob import BACKEND, XnnBlob, constant_bytes
+from pyruntime.delegates.xnnpack.graph import EXTERNAL_INPUT, EXTERNAL_OUTPUT, block_scale_bits
+from pyruntime.delegates.xnnpack.schema import XNODE_TYPES
+
+_F32, _QDINT8, _QBINT4 = 1, 9, 10  # XNN datatypes as serialized
+_PER_TOKEN, _PER_GROUP = 3, 4  # quant_params union members
+_NO_ID = 0xFFFFFFFF
+
+
+@dataclass
+class Linear:
+    """One FullyConnected of the graph, in the kernel's terms."""
+    input: int  # external id of its fp32 input (the Convert's)
+    output: int  # external id of its fp32 output
+    weight: np.ndarray  # [n, k] int8 in [-8, 7]
+    scales: np.ndarray  # [n, k // group] float32
+    bias: np.ndarray | None  # [n] float32
+    group: int
+
+
+@dataclass
+class _Value:
+    datatype: int
+    dims: tuple
+    flags: int
+    external: int
+    quant: tuple  # (union code, params) or (0, None)
+    constant: int  # constant buffer index (0: none)
+
+
+def _values(g) -> dict:
+    out = {}
+    for v in g.xvalues or []:
+        code, m = v.xvalue_union
+        if m is None:
+            return {}
+        tv, qp = (m, (0, None)) if code == 1 else (m.tensor_value, m.quant_params or (0, None))
+        if tv is None or getattr(tv, "dq_datatype", 0):
+            return {}
+        out[tv.id_out] = _Value(tv.datatype, tuple(tv.dims or ()), tv.flags, tv.external_id, qp,
+                                tv.constant_buffer_idx)
+    return out
+
+
+def _unclamped(node) -> bool:
+    mm = node.output_min_max
+    return mm is None or (math.isinf(mm.output_min) and mm.output_min < 0
+                          and math.isinf(mm.output_max) and mm.output_max > 0)
+
+
+def linears(xb: XnnBlob, named_data) -> list[Linear] | None:
+    """The graph's linears when it holds nothing but per-row dynamic quantization of fp32
+    external inputs feeding qbint4 FullyConnected nodes with fp32 external outputs (no
+    clamp, no flags; output channels a multiple of 8, an even block size), else None."""
+    from pyruntime.kernels.quantized.typed_qb4w import TILE, bf16_to_f32, unpack_int4
+
+    g = xb.graph
+    vals = _values(g)
+    if not vals or not g.xnodes:
+        return None
+    quantized = {}  # qdint8 value id -> external id of the fp32 value it quantizes
+    out = []
+    for i, node in enumerate(g.xnodes):
+        code, n = node.xnode_union
+        name = XNODE_TYPES.get(code, ("?",))[0]
+        if n is None or getattr(n, "flags", 0) or not _unclamped(node):
+            return None
+        if name == "Convert":
+            a, b = vals.get(n.input_id), vals.get(n.output_id)
+            if a is None or b is None or a.datatype != _F32 or a.flags != EXTERNAL_INPUT \
+                    or b.datatype != _QDINT8 or b.quant[0] != _PER_TOKEN or b.flags \
+                    or b.quant[1].num_nonbatch_dims != 1 or a.dims != b.dims:
+                return None
+            quantized[n.output_id] = a.external
+        elif name == "FullyConnected":
+            x, w, y = vals.get(n.input1_id), vals.get(n.filter_id), vals.get(n.output_id)
+            if n.input1_id not in quantized or w is None or y is None or w.flags \
+                    or w.datatype != _QBINT4 or w.quant[0] != _PER_GROUP or len(w.dims) != 2 \
+                    or y.datatype != _F32 or y.flags != EXTERNAL_OUTPUT or not w.constant:
+                return None
+            q = w.quant[1]
+            N, K = w.dims
+            gs = q.group_size
+            if q.channel_dim != 0 or N % TILE or gs <= 0 or gs % 2 or K % gs \
+                    or x.dims[-1:] != (K,) or y.dims[-1:] != (N,):
+                return None
+            where = f"{BACKEND} node {i} (FullyConnected) filter"
+            data = constant_bytes(xb, w.constant, named_data, where)
+            if data is None or len(data) < N * K // 2:
+                return None
+            scales = bf16_to_f32(block_scale_bits(xb, named_data, q, N * K // gs, where)
+                                 [:N * K // gs]).reshape(N, K // gs)
+            bias = None
+            if n.bias_id != _NO_ID:
+                bv = vals.get(n.bias_id)
+                if bv is None or bv.datatype != _F32 or bv.dims != (N,) or not bv.constant \
+                        or bv.flags:
+                    return None
+                raw = constant_bytes(xb, bv.constant, named_data, f"{BACKEND} node {i} bias")
+                if raw is None or len(raw) < 4 * N:
+                    return None
+                bias = np.frombuffer(raw[:4 * N].tobytes(), np.float32)
+            out.append(Linear(quantized[n.input1_id], y.external, unpack_int4(data, N, K),
+                              scales, bias, gs))
+        else:
+            return None
+    produced = {lin.output for lin in out}
+    outputs = {v.external for v in vals.values() if v.flags == EXTERNAL_OUTPUT}
+    if not out or produced != outputs or len(produced) != len(out):
+        return None
+    return out
+
+
+def _fp32_rows(t, k) -> bool:
+    return isinstance(t, ETensor) and t.dtype == np.float32 and t.ndim >= 1 \
+        and t.shape[-1] == k and t.is_contiguous()
+
+
+def bind(h, ctx, args):
+    """The compiled entry running handle ``h``'s linears on our kernels, ``(*call,
+    explain)`` (``call``: (fn, block), or split into parts over the output channels,
+    ``BindContext.bind_split``), or None (not such a graph, or arguments it does not
+    model)."""
+    from pyruntime.kernels.fast.nb import lazy
+    from pyruntime.kernels.quantized import typed_qb4w as q
+
+    packed = getattr(h, "qb4w", None)
+    if packed is None:
+        lins = linears(h.blob, h.named_data) if h.blob is not None else None
+        packed = h.qb4w = [] if lins is None else \
+            [(lin, *q.pack_tiles(lin.weight, lin.scales)) for lin in lins]
+    if not packed:
+        return None
+    rows = 1
+    for lin, _, _ in packed:
+        n, k = lin.weight.shape
+        x, y = args[lin.input], args[lin.output]
+        if not _fp32_rows(x, k) or not _fp32_rows(y, n) or y.storage is None \
+                or not y.storage.flags.writeable:
+            return None
+        rows = max(rows, max(x.capacity, x.numel) // k)
+    compiled = lazy(q.qb4w_linears)
+    s = np.zeros(q.HEAD + q.REC * len(packed), np.int64)
+    s[q.S_LEN], s[q.S_COUNT], s[q.S_ROWS], s[q.S_FAILED] = len(s), len(packed), rows, -1
+    scratch = {}  # input -> (quantized rows, 1 / scales): each input quantized once a call
+    for i, (lin, wt, st) in enumerate(packed):
+        r = q.HEAD + q.REC * i
+        n, k = lin.weight.shape
+        s[r + q.R_FIRST] = lin.input not in scratch
+        if lin.input not in scratch:
+            scratch[lin.input] = (ctx.buffer(2 * rows * k), ctx.buffer(4 * rows))
+        s[r + q.R_XD], s[r + q.R_INV] = scratch[lin.input]
+        s[r + q.R_IN], s[r + q.R_OUT] = ctx.desc(args[lin.input]), ctx.desc(args[lin.output])
+        s[r + q.R_W], s[r + q.R_SC] = wt.ctypes.data, st.ctypes.data
+        s[r + q.R_BIAS] = 0 if lin.bias is None else lin.bias.ctypes.data
+        s[r + q.R_N], s[r + q.R_K], s[r + q.R_GS] = n, k, lin.group
+    ctx.scratch += [s, packed]
+    a = int(s.ctypes.data)
+    tiles = min(lin.weight.shape[0] for lin, _, _ in packed) // q.TILE
+    n = min(ctx.threads, tiles)
+    if n > 1:  # parts over every linear's output tiles (typed_qb4w.qb4w_linears)
+        call = ctx.bind_split(compiled, [a, 0, 0], [[a, k, n] for k in range(n)],
+                              [a, q.PART_PREP, n])
+    else:
+        call = ctx.bind(compiled, [a, 0, 0])
+    ctx.pick_fast()
+    return (*call, lambda status: explain(s, packed, status))
+
+
+_WHY = {1: "its input's last dimension is not the weight's {k} input channels",
+        2: "its input has more rows than when the method was loaded ({rows})",
+        3: "its output cannot be resized to the input's rows x {n}",
+        4: "a tensor has no data"}
+
+
+def explain(s: np.ndarray, packed, status: int) -> str:
+    from pyruntime.kernels.quantized import typed_qb4w as q
+
+    i, why = int(s[q.S_FAILED]), int(s[q.S_WHY])
+    if not 0 <= i < len(packed):
+        return f"{BACKEND} (math=\"fast\" int4 linears): status {status}"
+    lin = packed[i][0]
+    n, k = lin.weight.shape
+    msg = _WHY.get(why, "status {status}").format(k=k, n=n, rows=int(s[q.S_ROWS]),
+                                                   status=status)
+    return (f"{BACKEND} (math=\"fast\" int4 linears): linear {i} (input {lin.input}, "
+            f"output {lin.output}, [{n}, {k}] weight): {msg}")

@@ -1,0 +1,320 @@
+"""Linear layers with int8 activations quantized per row at run time and int4 weights
+quantized per block (XNNPACK's "qd8-f32-qb4w" fully connected), for ``math="fast"``.
+
+An 8da4w program's linears are XNNPACK delegates (``Convert`` fp32 -> qdint8, then
+``FullyConnected`` with a qbint4 weight): two XNNPACK operators per linear, each a
+thread-pool dispatch for a few microseconds of work, 17 calls and 280 us of a decode
+step at threads=1 on the bench model. ``delegates.xnnpack.qb4w`` runs such a delegate on
+these kernels instead when a method loads with ``math="fast"``.
+
+The arithmetic, per row x of K floats and output channel n:
+
+* the row's quantization, as XNNPACK computes it (``xnn_qd8_asymmetric_quantization_params``
+  and the f32 -> qs8 convert): rmin = min(0, min x), rmax = max(0, max x), scale =
+  255 / (rmax - rmin) (1 when equal), zero point z from whichever end loses less,
+  clamped to [-128, 127] and rounded to nearest even; q = clamp(rint(x * scale) + z,
+  -128, 127), all in float32. The integers are XNNPACK's on every CPU;
+* per block b of ``gs`` inputs, the exact integer d_b = sum (q_k - z) * w_nk (w in
+  [-8, 7]): pairs of 16-bit products added into 32-bit lanes (``pmaddwd`` where the
+  target has AVX2), eight output channels per vector;
+* y_n = (sum_b float(d_b) * s_nb) * (1 / scale) + bias_n, in that order, no FMA: the
+  same float operations on every CPU. XNNPACK instead adds -z * sum w_k * s_nb as a
+  float term and may fuse its multiply-adds, so the two differ by float rounding
+  (relative 1e-7 of the block sums), not in the integers.
+
+``reference`` is the numpy form of the same arithmetic.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
+from pyruntime.kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, desc, \
+    ptr_like, resize_to
+
+TILE = 8  # output channels per weight tile (one 256-bit vector of int32 lanes)
+
+# ---- numpy: weight layout and the reference ------------------------------------------------
+
+
+def unpack_int4(nibbles: np.ndarray, n: int, k: int) -> np.ndarray:
+    """XNNPACK's qbint4 weight bytes (``[n, k]`` nibbles, element i of the flat order in
+    byte i >> 1, the low nibble for even i, zero point 8) as int8 values in [-8, 7]."""
+    b = np.asarray(nibbles, np.uint8)[: (n * k + 1) // 2]
+    v = np.empty(b.size * 2, np.int8)
+    v[0::2] = (b & 0xF).astype(np.int8) - 8
+    v[1::2] = (b >> 4).astype(np.int8) - 8
+    return v[: n * k].reshape(n, k)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def pack_tiles(w: np.ndarray, scales: np.ndarray):
+    """(weights, scales) in the kernel's layout: per tile of TILE output channels, the
+    weights as [k // 2][TILE][2] int8 (the pairs ``pmaddwd`` multiplies), the block
+    scales as [block][TILE] float32. ``w``: [n, k] int8; ``scales``: [n, k // gs]."""
+    n, k = w.shape
+    nb = scales.shape[1]
+    t = n // TILE
+    wt = np.ascontiguousarray(w.reshape(t, TILE, k // 2, 2).transpose(0, 2, 1, 3))
+    st = np.ascontiguousarray(scales.astype(np.float32).reshape(t, TILE, nb).transpose(0, 2, 1))
+    return wt.reshape(-1), st.reshape(-1)
+
+
+def quant_params(row: np.ndarray):
+    """(multiplier, zero point, 1 / multiplier) of one float32 row, as XNNPACK computes
+    them."""
+    f = np.float32
+    rows = row[~np.isnan(row)]
+    rmin = min(f(0), f(rows.min())) if rows.size else f(0)
+    rmax = max(f(0), f(rows.max())) if rows.size else f(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = f(1) if rmin == rmax else f(f(255) / f(rmax - rmin))
+        dmin, dmax = f(rmin * scale), f(rmax * scale)
+    zp = f(f(-128) - dmin) if f(f(-128) + dmin) + f(f(127) + dmax) > 0 else f(f(127) - dmax)
+    zp = zp if f(-128) < zp else f(-128)  # (b < a) ? a : b, NaN -> -128
+    zp = f(127) if f(127) < zp else zp
+    return scale, int(np.rint(zp)), f(f(1) / scale)
+
+
+def reference(x: np.ndarray, w: np.ndarray, scales: np.ndarray, bias, gs: int) -> np.ndarray:
+    """y = x @ dequantized(w).T as the kernel computes it; x [..., k] float32, w [n, k]
+    int8, scales [n, k // gs] float32, bias [n] or None."""
+    n, k = w.shape
+    rows = np.asarray(x, np.float32).reshape(-1, k)
+    out = np.empty((rows.shape[0], n), np.float32)
+    for t, row in enumerate(rows):
+        scale, zp, inv = quant_params(row)
+        with np.errstate(invalid="ignore", over="ignore"):
+            v = row * scale
+        v = np.where(np.isnan(v), np.float32(32767), v)  # (AVX2's min(NaN, 32767))
+        q = np.clip(np.rint(np.minimum(v, np.float32(32767))) + zp, -128, 127)
+        d = (q - zp).astype(np.int64)
+        blocks = (w.astype(np.int64) * d).reshape(n, k // gs, gs).sum(-1)
+        acc = np.zeros(n, np.float32)
+        for b in range(k // gs):
+            acc = acc + blocks[:, b].astype(np.float32) * scales[:, b].astype(np.float32)
+        y = acc * inv
+        out[t] = y if bias is None else y + np.asarray(bias, np.float32)
+    return out.reshape(*np.shape(x)[:-1], n)
+
+
+# ---- the tile kernel: eight output channels of one row --------------------------------------
+
+
+def _has_avx2() -> bool:
+    from pyruntime.kernels.fast import objcache
+
+    return "+avx2" in objcache._magic()[2].split(",")
+
+
+@intrinsic
+def _tile_dot(typingctx, pw, px, psc, nb, hg, pout, inv):
+    """out[0:8] = (sum over blocks b < nb of float(d_b) * sc[b][0:8]) * inv, d_b the
+    exact int32 sums over ``hg`` input pairs: pair j of block b is the int32 at ``px``
+    + 4 (b hg + j) (two int16 q - z), times TILE x 2 int8 weights at ``pw`` + 16 (b hg +
+    j). Float multiply then add, never fused."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                     types.int64, types.float32)
+
+    def codegen(context, builder, signature, args):
+        pw_, px_, psc_, nb_, hg_, pout_, inv_ = args
+        i8, i16, i32, i64, f32 = (ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64),
+                                  ir.FloatType())
+        v16i8, v16i16 = ir.VectorType(i8, 16), ir.VectorType(i16, 16)
+        v8i32, v8f32 = ir.VectorType(i32, 8), ir.VectorType(f32, 8)
+        W = builder.inttoptr(pw_, i8.as_pointer())
+        X = builder.inttoptr(px_, i32.as_pointer())
+        S = builder.inttoptr(psc_, f32.as_pointer())
+        O = builder.inttoptr(pout_, v8f32.as_pointer())
+        zero_i = ir.Constant(v8i32, [ir.Constant(i32, 0)] * 8)
+        zero_f = ir.Constant(v8f32, [ir.Constant(f32, 0.0)] * 8)
+        splat = ir.Constant(ir.VectorType(i32, 8), [ir.Constant(i32, 0)] * 8)
+        if _has_avx2():
+            pmadd = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(v8i32, [v16i16, v16i16]), "llvm.x86.avx2.pmadd.wd")
+        else:
+            pmadd = None
+        even = ir.Constant(ir.VectorType(i32, 8), [ir.Constant(i32, 2 * i) for i in range(8)])
+        odd = ir.Constant(ir.VectorType(i32, 8), [ir.Constant(i32, 2 * i + 1) for i in range(8)])
+        accf = cgutils.alloca_once(builder, v8f32)
+        acci = cgutils.alloca_once(builder, v8i32)
+        builder.store(zero_f, accf)
+        with cgutils.for_range(builder, nb_) as lb:
+            builder.store(zero_i, acci)
+            base = builder.mul(lb.index, hg_)
+            with cgutils.for_range(builder, hg_) as lj:
+                idx = builder.add(base, lj.index)
+                pair = builder.load(builder.gep(X, [idx]), align=4)
+                xs = builder.shuffle_vector(
+                    builder.insert_element(ir.Constant(v8i32, ir.Undefined), pair,
+                                           ir.Constant(i32, 0)),
+                    ir.Constant(v8i32, ir.Undefined), splat)
+                xv = builder.bitcast(xs, v16i16)
+                wp = builder.bitcast(builder.gep(W, [builder.mul(idx, ir.Constant(i64, 16))]),
+                                     v16i8.as_pointer())
+                wv = builder.sext(builder.load(wp, align=1), v16i16)
+                if pmadd is not None:
+                    prod = builder.call(pmadd, [xv, wv])
+                else:  # the same sums in plain vector IR
+                    m = builder.mul(builder.sext(xv, ir.VectorType(i32, 16)),
+                                    builder.sext(wv, ir.VectorType(i32, 16)))
+                    und = ir.Constant(ir.VectorType(i32, 16), ir.Undefined)
+                    prod = builder.add(builder.shuffle_vector(m, und, even),
+                                       builder.shuffle_vector(m, und, odd))
+                builder.store(builder.add(builder.load(acci), prod), acci)
+            f = builder.sitofp(builder.load(acci), v8f32)
+            sp = builder.bitcast(builder.gep(S, [builder.mul(lb.index, ir.Constant(i64, 8))]),
+                                 v8f32.as_pointer())
+            builder.store(builder.fadd(builder.load(accf), builder.fmul(
+                f, builder.load(sp, align=4))), accf)
+        iv = builder.shuffle_vector(
+            builder.insert_element(ir.Constant(v8f32, ir.Undefined), inv_, ir.Constant(i32, 0)),
+            ir.Constant(v8f32, ir.Undefined), splat)
+        builder.store(builder.fmul(builder.load(accf), iv), O, align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# ---- the rows' quantization ------------------------------------------------------------------
+
+_F0, _F1 = np.float32(0), np.float32(1)
+_QMIN, _QMAX, _QRANGE = np.float32(-128), np.float32(127), np.float32(255)
+_SAT = np.float32(32767)
+
+
+@njit
+def quantize_rows(xa, T, K, da, ia):
+    """Rows t < T of the float32 [T, K] at ``xa``: q - z as int16 at ``da`` [T, K], and
+    1 / scale per row at ``ia`` (float32). XNNPACK's integers (module doc); a NaN
+    product maps to 127 as its AVX2 convert does."""
+    x = ptr_like(xa, _F0)
+    d = ptr_like(da, np.int16(0))
+    inv = ptr_like(ia, _F0)
+    for t in range(T):
+        b = t * K
+        mn, mx = _F0, _F0  # min(0, min x) and max(0, max x)
+        for k in range(K):
+            v = x[b + k]
+            mn = v if v < mn else mn
+            mx = v if v > mx else mx
+        scale = _F1 if mn == mx else _QRANGE / (mx - mn)
+        dmin, dmax = mn * scale, mx * scale
+        zf = (_QMIN - dmin) if (_QMIN + dmin) + (_QMAX + dmax) > _F0 else (_QMAX - dmax)
+        zf = zf if _QMIN < zf else _QMIN  # XNNPACK's max and min on x86 (NaN -> -128)
+        zf = _QMAX if _QMAX < zf else zf
+        z = np.rint(zf)
+        inv[t] = _F1 / scale
+        lo, hi = _QMIN - z, _QMAX - z  # q - z stays in [lo, hi]
+        for k in range(K):
+            v = np.rint(x[b + k] * scale)
+            v = v if v <= hi else hi  # (NaN -> hi, as XNNPACK's AVX2 convert)
+            v = lo if v < lo else v
+            d[b + k] = np.int16(v)
+
+
+# ---- the compiled entry -----------------------------------------------------------------------
+
+# state array (int64 words): a header, then one record per linear
+S_LEN, S_COUNT, S_ROWS, S_FAILED, S_WHY, S_MACS = range(6)
+S_SIZES = 8  # 8 words: an out's sizes while it is resized
+HEAD = 16
+R_IN, R_OUT, R_W, R_SC, R_BIAS, R_N, R_K, R_GS, R_T, R_XD, R_INV, R_FIRST = range(12)
+REC = 12  # R_XD, R_INV: its input's quantized rows and 1 / scales (one scratch per input);
+# R_FIRST: 1 for the first linear of its input, which quantizes it
+# why a call failed (S_WHY), for ``explain``
+WHY_SHAPE, WHY_ROWS, WHY_RESIZE, WHY_DATA = 1, 2, 3, 4
+# the argument block: [state, part, parts]. parts 0: the whole call; else part -1 checks,
+# resizes and quantizes the inputs (or, below SPLIT_MACS multiply-adds, does the whole call
+# and returns SPLIT_WHOLE), and part k < parts computes its share of every linear's
+# output tiles, for every row (the same operations whichever thread runs them)
+PART_PREP = -1
+SPLIT_MACS = 1 << 17
+
+
+@njit
+def _fail(s, i, why, code):
+    s[S_FAILED] = i
+    s[S_WHY] = why
+    return code
+
+
+@njit
+def _prepare(s):
+    """Check and resize every linear's tensors, quantize each input once; the rows of
+    each linear in R_T, the call's multiply-adds in S_MACS."""
+    macs = 0
+    for i in range(s[S_COUNT]):
+        r = HEAD + REC * i
+        x = desc(s[r + R_IN])
+        o = desc(s[r + R_OUT])
+        N, K = s[r + R_N], s[r + R_K]
+        nd = x[D_NDIM]
+        if nd < 1 or nd > 8 or x[D_SIZES + nd - 1] != K:
+            return _fail(s, i, WHY_SHAPE, INVALID_ARGUMENT)
+        T = x[D_NUMEL] // K
+        if T > s[S_ROWS]:
+            return _fail(s, i, WHY_ROWS, NOT_SUPPORTED)
+        for j in range(nd - 1):
+            s[S_SIZES + j] = x[D_SIZES + j]
+        s[S_SIZES + nd - 1] = N
+        if resize_to(o, s[S_SIZES:S_SIZES + nd], nd) != OK:
+            return _fail(s, i, WHY_RESIZE, INVALID_ARGUMENT)
+        s[r + R_T] = T
+        if T == 0:
+            continue
+        if x[D_DATA] == 0 or o[D_DATA] == 0:
+            return _fail(s, i, WHY_DATA, INVALID_ARGUMENT)
+        if s[r + R_FIRST]:
+            quantize_rows(x[D_DATA], T, K, s[r + R_XD], s[r + R_INV])
+        macs += T * N * K
+    s[S_MACS] = macs
+    return OK
+
+
+@njit
+def _compute(s, part, parts):
+    """Output tiles [n * part / parts, n * (part + 1) / parts) of every linear's n tiles,
+    every row, bias included."""
+    for i in range(s[S_COUNT]):
+        r = HEAD + REC * i
+        T, N, K, gs = s[r + R_T], s[r + R_N], s[r + R_K], s[r + R_GS]
+        if T == 0:
+            continue
+        inv = ptr_like(s[r + R_INV], _F0)
+        tiles = N // TILE
+        q0, q1 = tiles * part // parts, tiles * (part + 1) // parts
+        out = desc(s[r + R_OUT])[D_DATA]
+        of = ptr_like(out, _F0)
+        nb, hg = K // gs, gs // 2
+        for t in range(T):
+            xt = s[r + R_XD] + 2 * t * K
+            for q in range(q0, q1):
+                _tile_dot(s[r + R_W] + q * K * TILE, xt, s[r + R_SC] + 4 * q * nb * TILE, nb,
+                          hg, out + 4 * (t * N + q * TILE), inv[t])
+            if s[r + R_BIAS] != 0:
+                bias = ptr_like(s[r + R_BIAS], _F0)
+                for n in range(q0 * TILE, q1 * TILE):
+                    of[t * N + n] += bias[n]
+
+
+def qb4w_linears(block):
+    b = carray(block, 3)
+    s = carray(ptr_like(b[0], np.int64(0)), HEAD)
+    s = carray(ptr_like(b[0], np.int64(0)), s[S_LEN])
+    part, parts = b[1], b[2]
+    if parts == 0 or part == PART_PREP:
+        st = _prepare(s)
+        if st != OK:
+            return st
+        if parts == 0 or s[S_MACS] < SPLIT_MACS:
+            _compute(s, 0, 1)
+            return OK if parts == 0 else SPLIT_WHOLE
+        return OK
+    _compute(s, part, parts)
+    return OK
