@@ -2,13 +2,15 @@
 
     python examples/bench_llm.py                      # every family x variant, bench size
     python examples/bench_llm.py --families llama3_2 --variants portable --rounds 3
+    python examples/bench_llm.py --variants 8da4w --math exact fast
     python examples/bench_llm.py --update BENCHMARKS.md
 
 Programs come from tests.llm.fixtures (exported by ExecuTorch's export_llama from
 random checkpoints; ``--size bench``: dim 256, 4 layers, context 256, vocabulary
 2048; ``--size tiny``: the tests' programs). Both runners generate greedily from the
 same prompt on the same .pte, interleaved round by round (each round: reset, then
-generate). Both are timed the same way from outside, with ``time.perf_counter`` in
+generate). ``--math fast`` rows run pyruntime with ``math="fast"`` (8da4w linears on its own
+int4 kernels instead of XNNPACK: ``delegates.xnnpack.qb4w``). Both are timed the same way from outside, with ``time.perf_counter`` in
 the per-token callback (ExecuTorch's own stats count whole milliseconds): time to
 first token from the call, prefill tok/s = prompt tokens / time to first token,
 decode tok/s = (tokens - 1) / (last token time - first token time). Medians over
@@ -64,7 +66,7 @@ def _timed(run):
     return ttft, dec, pieces
 
 
-def bench_one(fx, prompt, new_tokens, rounds, threads):
+def bench_one(fx, prompt, new_tokens, rounds, threads, math="exact"):
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401 - llama ops
     import executorch.kernels.quantized  # noqa: F401 - quantized kernels
     from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
@@ -78,7 +80,7 @@ def bench_one(fx, prompt, new_tokens, rounds, threads):
         et.generate("warm up", GenerationConfig(echo=False, max_new_tokens=2, temperature=0.0))
     et_load = time.perf_counter() - t  # ExecuTorch loads the method on first generate
     t = time.perf_counter()
-    ours = TextGenerator(fx.pte, fx.tokenizer, threads=threads)
+    ours = TextGenerator(fx.pte, fx.tokenizer, threads=threads, math=math)
     our_load = time.perf_counter() - t
     n_prompt = len(ours.tokenizer.encode(prompt))
 
@@ -130,16 +132,19 @@ def table(rows, args, load) -> str:
         "the per-token callback: time to first token (TTFT) from the call, prefill tok/s = "
         "prompt tokens / TTFT, decode tok/s = (tokens - 1) / (last - first token time). "
         "Ratio = pyruntime / ExecuTorch (above 1: pyruntime is faster). pyruntime runs the "
-        "fast tier; XNNPACK-delegated linears go through the same XNNPACK library in both.", "",
+        "fast tier; XNNPACK-delegated linears go through the same XNNPACK library in both, "
+        "except in `math=fast` rows, where pyruntime runs 8da4w linears on its own int4 "
+        "kernels.", "",
         "| model | variant | prompt / new tokens | decode tok/s pyruntime | decode tok/s "
         "ExecuTorch | decode ratio | prefill tok/s pyruntime | prefill tok/s ExecuTorch | "
         "TTFT pyruntime | TTFT ExecuTorch | load pyruntime / ExecuTorch | same output |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (family, variant), r in rows:
+    for (family, variant, math), r in rows:
         o, e = r["ours"], r["et"]
+        v = variant if math == "exact" else f"{variant}, math={math}"
         lines.append(
-            f"| {family} | {variant} | {r['prompt_tokens']} / {r['tokens']} | "
+            f"| {family} | {v} | {r['prompt_tokens']} / {r['tokens']} | "
             f"{o['decode']:.1f} | {e['decode']:.1f} | {o['decode'] / e['decode']:.2f} | "
             f"{o['prefill']:.1f} | {e['prefill']:.1f} | {o['ttft'] * 1e3:.2f} ms | "
             f"{e['ttft'] * 1e3:.2f} ms | {r['load'][1] * 1e3:.0f} / {r['load'][0] * 1e3:.0f} ms"
@@ -170,6 +175,8 @@ def main(argv=None) -> int:
     ap.add_argument("--new-tokens", type=int, default=None,
                     help="tokens per generation (default: 128 bench, 32 tiny)")
     ap.add_argument("--threads", type=int, default=None, help="pyruntime intra-op threads")
+    ap.add_argument("--math", nargs="+", default=["exact"], choices=("exact", "fast"),
+                    help="pyruntime's arithmetic, one row each (default: exact)")
     ap.add_argument("--update", type=Path, help="rewrite this file's llm-bench section")
     args = ap.parse_args(argv)
     if args.new_tokens is None:
@@ -180,12 +187,12 @@ def main(argv=None) -> int:
               "word, then come down to the side of the first people")
     rows = []
     load0 = os.getloadavg()[0]
-    for f, v in pairs:
+    for (f, v), math in ((p, m) for p in pairs for m in args.math):
         fx = fixtures.get_llm(f, v, args.size)
-        r = bench_one(fx, prompt, args.new_tokens, args.rounds, args.threads)
-        rows.append(((f, v), r))
+        r = bench_one(fx, prompt, args.new_tokens, args.rounds, args.threads, math)
+        rows.append(((f, v, math), r))
         o, e = r["ours"], r["et"]
-        print(f"{fx.name}: decode {o['decode']:.1f} vs {e['decode']:.1f} tok/s "
+        print(f"{fx.name} (math={math}): decode {o['decode']:.1f} vs {e['decode']:.1f} tok/s "
               f"({o['decode'] / e['decode']:.2f}x), prefill {o['prefill']:.1f} vs "
               f"{e['prefill']:.1f} tok/s, same output: {r['same']}", flush=True)
     text = table(rows, args, (load0, os.getloadavg()[0]))
