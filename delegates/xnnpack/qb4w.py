@@ -69,7 +69,8 @@ def _unclamped(node) -> bool:
 def linears(xb: XnnBlob, named_data) -> list[Linear] | None:
     """The graph's linears when it holds nothing but per-row dynamic quantization of fp32
     external inputs feeding qbint4 FullyConnected nodes with fp32 external outputs (no
-    clamp, no flags; output channels a multiple of 8, an even block size), else None."""
+    clamp, no flags; output channels a multiple of 8, a block size a multiple of 4), else
+    None."""
     from pyruntime.kernels.quantized.typed_qb4w import TILE, bf16_to_f32, unpack_int4
 
     g = xb.graph
@@ -99,7 +100,7 @@ def linears(xb: XnnBlob, named_data) -> list[Linear] | None:
             q = w.quant[1]
             N, K = w.dims
             gs = q.group_size
-            if q.channel_dim != 0 or N % TILE or gs <= 0 or gs % 2 or K % gs \
+            if q.channel_dim != 0 or N % TILE or gs <= 0 or gs % 4 or K % gs \
                     or x.dims[-1:] != (K,) or y.dims[-1:] != (N,):
                 return None
             where = f"{BACKEND} node {i} (FullyConnected) filter"
@@ -146,11 +147,11 @@ def bind(h, ctx, args):
     if packed is None:
         lins = linears(h.blob, h.named_data) if h.blob is not None else None
         packed = h.qb4w = [] if lins is None else \
-            [(lin, *q.pack_tiles(lin.weight, lin.scales)) for lin in lins]
+            [(lin, q.pack_tiles(lin.weight, lin.scales)) for lin in lins]
     if not packed:
         return None
     rows = 1
-    for lin, _, _ in packed:
+    for lin, _ in packed:
         n, k = lin.weight.shape
         x, y = args[lin.input], args[lin.output]
         if not _fp32_rows(x, k) or not _fp32_rows(y, n) or y.storage is None \
@@ -160,21 +161,23 @@ def bind(h, ctx, args):
     compiled = lazy(q.qb4w_linears)
     s = np.zeros(q.HEAD + q.REC * len(packed), np.int64)
     s[q.S_LEN], s[q.S_COUNT], s[q.S_ROWS], s[q.S_FAILED] = len(s), len(packed), rows, -1
-    scratch = {}  # input -> (quantized rows, 1 / scales): each input quantized once a call
-    for i, (lin, wt, st) in enumerate(packed):
+    scratch = {}  # input -> its quantized rows, 1 / scales, zero points: quantized once a call
+    for i, (lin, (wt, ws, st)) in enumerate(packed):
         r = q.HEAD + q.REC * i
         n, k = lin.weight.shape
         s[r + q.R_FIRST] = lin.input not in scratch
         if lin.input not in scratch:
-            scratch[lin.input] = (ctx.buffer(2 * rows * k), ctx.buffer(4 * rows))
-        s[r + q.R_XD], s[r + q.R_INV] = scratch[lin.input]
+            scratch[lin.input] = (ctx.buffer(rows * k), ctx.buffer(4 * rows),
+                                  ctx.buffer(4 * rows))
+        s[r + q.R_XD], s[r + q.R_INV], s[r + q.R_ZU] = scratch[lin.input]
         s[r + q.R_IN], s[r + q.R_OUT] = ctx.desc(args[lin.input]), ctx.desc(args[lin.output])
-        s[r + q.R_W], s[r + q.R_SC] = wt.ctypes.data, st.ctypes.data
+        s[r + q.R_W], s[r + q.R_WS], s[r + q.R_SC] = wt.ctypes.data, ws.ctypes.data, \
+            st.ctypes.data
         s[r + q.R_BIAS] = 0 if lin.bias is None else lin.bias.ctypes.data
         s[r + q.R_N], s[r + q.R_K], s[r + q.R_GS] = n, k, lin.group
     ctx.scratch += [s, packed]
     a = int(s.ctypes.data)
-    tiles = min(lin.weight.shape[0] for lin, _, _ in packed) // q.TILE
+    tiles = min(lin.weight.shape[0] for lin, _ in packed) // q.TILE
     n = min(ctx.threads, tiles)
     if n > 1:  # parts over every linear's output tiles (typed_qb4w.qb4w_linears)
         call = ctx.bind_split(compiled, [a, 0, 0], [[a, k, n] for k in range(n)],

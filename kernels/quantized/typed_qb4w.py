@@ -15,8 +15,9 @@ The arithmetic, per row x of K floats and output channel n:
   clamped to [-128, 127] and rounded to nearest even; q = clamp(rint(x * scale) + z,
   -128, 127), all in float32. The integers are XNNPACK's on every CPU;
 * per block b of ``gs`` inputs, the exact integer d_b = sum (q_k - z) * w_nk (w in
-  [-8, 7]): pairs of 16-bit products added into 32-bit lanes (``pmaddwd`` where the
-  target has AVX2), eight output channels per vector;
+  [-8, 7]), as sum (q_k + 128) w_nk - (z + 128) sum w_nk: unsigned x signed byte pairs
+  (``pmaddubsw`` where the target has AVX2) added in 16-bit lanes, then 32-bit ones,
+  eight output channels per vector (``_tile_dot``);
 * y_n = (sum_b float(d_b) * s_nb) * (1 / scale) + bias_n, in that order, no FMA: the
   same float operations on every CPU. XNNPACK instead adds -z * sum w_k * s_nb as a
   float term and may fuse its multiply-adds, so the two differ by float rounding
@@ -54,15 +55,17 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 
 def pack_tiles(w: np.ndarray, scales: np.ndarray):
-    """(weights, scales) in the kernel's layout: per tile of TILE output channels, the
-    weights as [k // 2][TILE][2] int8 (the pairs ``pmaddwd`` multiplies), the block
-    scales as [block][TILE] float32. ``w``: [n, k] int8; ``scales``: [n, k // gs]."""
+    """(weights, block sums, scales) in the kernel's layout, per tile of TILE output
+    channels: the weights as [k // 4][TILE][4] int8 (the quads ``pmaddubsw`` multiplies
+    and ``pmaddwd`` adds), each block's weight sum per channel as [block][TILE] int32,
+    the block scales as [block][TILE] float32. ``w``: [n, k] int8; ``scales``: [n, k // gs]."""
     n, k = w.shape
     nb = scales.shape[1]
     t = n // TILE
-    wt = np.ascontiguousarray(w.reshape(t, TILE, k // 2, 2).transpose(0, 2, 1, 3))
+    wt = np.ascontiguousarray(w.reshape(t, TILE, k // 4, 4).transpose(0, 2, 1, 3))
+    sums = w.astype(np.int32).reshape(t, TILE, nb, k // nb).sum(-1).transpose(0, 2, 1)
     st = np.ascontiguousarray(scales.astype(np.float32).reshape(t, TILE, nb).transpose(0, 2, 1))
-    return wt.reshape(-1), st.reshape(-1)
+    return wt.reshape(-1), np.ascontiguousarray(sums, np.int32).reshape(-1), st.reshape(-1)
 
 
 def quant_params(row: np.ndarray):
@@ -113,69 +116,105 @@ def _has_avx2() -> bool:
 
 
 @intrinsic
-def _tile_dot(typingctx, pw, px, psc, nb, hg, pout, inv):
-    """out[0:8] = (sum over blocks b < nb of float(d_b) * sc[b][0:8]) * inv, d_b the
-    exact int32 sums over ``hg`` input pairs: pair j of block b is the int32 at ``px``
-    + 4 (b hg + j) (two int16 q - z), times TILE x 2 int8 weights at ``pw`` + 16 (b hg +
-    j). Float multiply then add, never fused."""
+def _tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
+    """out[0:8] = (sum over blocks b < nb of float(d_b) * sc[b][0:8]) * inv, with the
+    exact int32 d_b = sum (u_k - zu) w_k over the block's ``qpb`` quads of inputs: quad j
+    of block b is the four uint8 u = q + 128 at ``pu`` + 4 (b qpb + j), times the TILE x 4
+    int8 weights at ``pw`` + 32 (b qpb + j); zu = z + 128, so d_b = sum u w - zu * (the
+    block's weight sum, at ``pws``). u w pairs (``pmaddubsw``, at most 255 * 8 * 2 = 4080)
+    add up in 16-bit lanes for eight quads at most (32640 < 32767: never saturated), then
+    in 32-bit lanes (``pmaddwd`` with ones). Float multiply then add, never fused."""
     sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
-                     types.int64, types.float32)
+                     types.int64, types.int64, types.int64, types.float32)
 
     def codegen(context, builder, signature, args):
-        pw_, px_, psc_, nb_, hg_, pout_, inv_ = args
+        pw_, pu_, pws_, psc_, nb_, qpb_, zu_, pout_, inv_ = args
         i8, i16, i32, i64, f32 = (ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64),
                                   ir.FloatType())
-        v16i8, v16i16 = ir.VectorType(i8, 16), ir.VectorType(i16, 16)
-        v8i32, v8f32 = ir.VectorType(i32, 8), ir.VectorType(f32, 8)
-        W = builder.inttoptr(pw_, i8.as_pointer())
-        X = builder.inttoptr(px_, i32.as_pointer())
-        S = builder.inttoptr(psc_, f32.as_pointer())
+        v32i8, v16i16, v32i16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16), \
+            ir.VectorType(i16, 32)
+        v8i32, v16i32, v8f32 = ir.VectorType(i32, 8), ir.VectorType(i32, 16), \
+            ir.VectorType(f32, 8)
+        W = builder.inttoptr(pw_, v32i8.as_pointer())
+        U = builder.inttoptr(pu_, i32.as_pointer())
+        WS = builder.inttoptr(pws_, v8i32.as_pointer())
+        S = builder.inttoptr(psc_, v8f32.as_pointer())
         O = builder.inttoptr(pout_, v8f32.as_pointer())
-        zero_i = ir.Constant(v8i32, [ir.Constant(i32, 0)] * 8)
-        zero_f = ir.Constant(v8f32, [ir.Constant(f32, 0.0)] * 8)
-        splat = ir.Constant(ir.VectorType(i32, 8), [ir.Constant(i32, 0)] * 8)
+
+        def splat(vty, v):
+            m = ir.Constant(ir.VectorType(i32, vty.count), [ir.Constant(i32, 0)] * vty.count)
+            return builder.shuffle_vector(builder.insert_element(
+                ir.Constant(vty, ir.Undefined), v, ir.Constant(i32, 0)),
+                ir.Constant(vty, ir.Undefined), m)
+
+        def lanes(n, start):
+            return ir.Constant(ir.VectorType(i32, n), [ir.Constant(i32, start + 2 * i)
+                                                       for i in range(n)])
         if _has_avx2():
-            pmadd = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(v8i32, [v16i16, v16i16]), "llvm.x86.avx2.pmadd.wd")
-        else:
-            pmadd = None
-        even = ir.Constant(ir.VectorType(i32, 8), [ir.Constant(i32, 2 * i) for i in range(8)])
-        odd = ir.Constant(ir.VectorType(i32, 8), [ir.Constant(i32, 2 * i + 1) for i in range(8)])
+            mod = builder.module
+            maddubs = cgutils.get_or_insert_function(
+                mod, ir.FunctionType(v16i16, [v32i8, v32i8]), "llvm.x86.avx2.pmadd.ub.sw")
+            maddwd = cgutils.get_or_insert_function(
+                mod, ir.FunctionType(v8i32, [v16i16, v16i16]), "llvm.x86.avx2.pmadd.wd")
+
+            def pairs8(u, w):  # u unsigned, w signed: no saturation at these magnitudes
+                return builder.call(maddubs, [u, w])
+
+            def pairs16(a):
+                return builder.call(maddwd, [a, ir.Constant(v16i16, [ir.Constant(i16, 1)] * 16)])
+        else:  # the same sums in plain vector IR
+            def pairs8(u, w):
+                m = builder.mul(builder.zext(u, v32i16), builder.sext(w, v32i16))
+                und = ir.Constant(v32i16, ir.Undefined)
+                return builder.add(builder.shuffle_vector(m, und, lanes(16, 0)),
+                                   builder.shuffle_vector(m, und, lanes(16, 1)))
+
+            def pairs16(a):
+                e = builder.sext(a, v16i32)
+                und = ir.Constant(v16i32, ir.Undefined)
+                return builder.add(builder.shuffle_vector(e, und, lanes(8, 0)),
+                                   builder.shuffle_vector(e, und, lanes(8, 1)))
+        zero16 = ir.Constant(v16i16, [ir.Constant(i16, 0)] * 16)
         accf = cgutils.alloca_once(builder, v8f32)
-        acci = cgutils.alloca_once(builder, v8i32)
-        builder.store(zero_f, accf)
+        acc32 = cgutils.alloca_once(builder, v8i32)
+        acc16 = cgutils.alloca_once(builder, v16i16)
+        builder.store(ir.Constant(v8f32, [ir.Constant(f32, 0.0)] * 8), accf)
+        zus = splat(v8i32, builder.trunc(zu_, i32))
+        eight = ir.Constant(i64, 8)
+        chunks = builder.sdiv(builder.add(qpb_, ir.Constant(i64, 7)), eight)
         with cgutils.for_range(builder, nb_) as lb:
-            builder.store(zero_i, acci)
-            base = builder.mul(lb.index, hg_)
-            with cgutils.for_range(builder, hg_) as lj:
-                idx = builder.add(base, lj.index)
-                pair = builder.load(builder.gep(X, [idx]), align=4)
-                xs = builder.shuffle_vector(
-                    builder.insert_element(ir.Constant(v8i32, ir.Undefined), pair,
-                                           ir.Constant(i32, 0)),
-                    ir.Constant(v8i32, ir.Undefined), splat)
-                xv = builder.bitcast(xs, v16i16)
-                wp = builder.bitcast(builder.gep(W, [builder.mul(idx, ir.Constant(i64, 16))]),
-                                     v16i8.as_pointer())
-                wv = builder.sext(builder.load(wp, align=1), v16i16)
-                if pmadd is not None:
-                    prod = builder.call(pmadd, [xv, wv])
-                else:  # the same sums in plain vector IR
-                    m = builder.mul(builder.sext(xv, ir.VectorType(i32, 16)),
-                                    builder.sext(wv, ir.VectorType(i32, 16)))
-                    und = ir.Constant(ir.VectorType(i32, 16), ir.Undefined)
-                    prod = builder.add(builder.shuffle_vector(m, und, even),
-                                       builder.shuffle_vector(m, und, odd))
-                builder.store(builder.add(builder.load(acci), prod), acci)
-            f = builder.sitofp(builder.load(acci), v8f32)
-            sp = builder.bitcast(builder.gep(S, [builder.mul(lb.index, ir.Constant(i64, 8))]),
-                                 v8f32.as_pointer())
-            builder.store(builder.fadd(builder.load(accf), builder.fmul(
-                f, builder.load(sp, align=4))), accf)
-        iv = builder.shuffle_vector(
-            builder.insert_element(ir.Constant(v8f32, ir.Undefined), inv_, ir.Constant(i32, 0)),
-            ir.Constant(v8f32, ir.Undefined), splat)
-        builder.store(builder.fmul(builder.load(accf), iv), O, align=4)
+            builder.store(ir.Constant(v8i32, [ir.Constant(i32, 0)] * 8), acc32)
+            base = builder.mul(lb.index, qpb_)
+            with cgutils.for_range(builder, chunks) as lc:
+                c0 = builder.mul(lc.index, eight)
+                rest = builder.sub(qpb_, c0)
+                cnt = builder.select(builder.icmp_signed("<", rest, eight), rest, eight)
+                first = builder.add(base, c0)
+
+                def quad(idx, acc):
+                    u = builder.bitcast(splat(v8i32, builder.load(builder.gep(U, [idx]),
+                                                                  align=1)), v32i8)
+                    w = builder.load(builder.gep(W, [idx]), align=1)
+                    return builder.add(acc, pairs8(u, w))
+                with builder.if_else(builder.icmp_signed("==", cnt, eight)) as (full, part):
+                    with full:  # eight quads, unrolled (a loop's overhead was half the time)
+                        acc = zero16
+                        for j in range(8):
+                            acc = quad(builder.add(first, ir.Constant(i64, j)), acc)
+                        builder.store(acc, acc16)
+                    with part:
+                        builder.store(zero16, acc16)
+                        with cgutils.for_range(builder, cnt) as lj:
+                            builder.store(quad(builder.add(first, lj.index),
+                                               builder.load(acc16)), acc16)
+                builder.store(builder.add(builder.load(acc32), pairs16(builder.load(acc16))),
+                              acc32)
+            ws = builder.load(builder.gep(WS, [lb.index]), align=4)
+            d = builder.sub(builder.load(acc32), builder.mul(zus, ws))
+            sc = builder.load(builder.gep(S, [lb.index]), align=4)
+            builder.store(builder.fadd(builder.load(accf),
+                                       builder.fmul(builder.sitofp(d, v8f32), sc)), accf)
+        builder.store(builder.fmul(builder.load(accf), splat(v8f32, inv_)), O, align=4)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -185,17 +224,19 @@ def _tile_dot(typingctx, pw, px, psc, nb, hg, pout, inv):
 
 _F0, _F1 = np.float32(0), np.float32(1)
 _QMIN, _QMAX, _QRANGE = np.float32(-128), np.float32(127), np.float32(255)
-_SAT = np.float32(32767)
+_U8 = np.float32(128)
 
 
 @njit
-def quantize_rows(xa, T, K, da, ia):
-    """Rows t < T of the float32 [T, K] at ``xa``: q - z as int16 at ``da`` [T, K], and
-    1 / scale per row at ``ia`` (float32). XNNPACK's integers (module doc); a NaN
-    product maps to 127 as its AVX2 convert does."""
+def quantize_rows(xa, T, K, ua, ia, za):
+    """Rows t < T of the float32 [T, K] at ``xa``, quantized as XNNPACK quantizes them
+    (module doc): u = q + 128 as uint8 at ``ua`` [T, K], per row 1 / scale at ``ia``
+    (float32) and z + 128 at ``za`` (int32). A NaN product maps to q = 127, as XNNPACK's
+    AVX2 convert does."""
     x = ptr_like(xa, _F0)
-    d = ptr_like(da, np.int16(0))
+    u = ptr_like(ua, np.uint8(0))
     inv = ptr_like(ia, _F0)
+    zs = ptr_like(za, np.int32(0))
     for t in range(T):
         b = t * K
         mn, mx = _F0, _F0  # min(0, min x) and max(0, max x)
@@ -210,12 +251,14 @@ def quantize_rows(xa, T, K, da, ia):
         zf = _QMAX if _QMAX < zf else zf
         z = np.rint(zf)
         inv[t] = _F1 / scale
+        zs[t] = np.int32(z) + 128
         lo, hi = _QMIN - z, _QMAX - z  # q - z stays in [lo, hi]
+        off = z + _U8  # q - z + off = q + 128
         for k in range(K):
             v = np.rint(x[b + k] * scale)
             v = v if v <= hi else hi  # (NaN -> hi, as XNNPACK's AVX2 convert)
             v = lo if v < lo else v
-            d[b + k] = np.int16(v)
+            u[b + k] = np.uint8(v + off)
 
 
 # ---- the compiled entry -----------------------------------------------------------------------
@@ -224,9 +267,10 @@ def quantize_rows(xa, T, K, da, ia):
 S_LEN, S_COUNT, S_ROWS, S_FAILED, S_WHY, S_MACS = range(6)
 S_SIZES = 8  # 8 words: an out's sizes while it is resized
 HEAD = 16
-R_IN, R_OUT, R_W, R_SC, R_BIAS, R_N, R_K, R_GS, R_T, R_XD, R_INV, R_FIRST = range(12)
-REC = 12  # R_XD, R_INV: its input's quantized rows and 1 / scales (one scratch per input);
-# R_FIRST: 1 for the first linear of its input, which quantizes it
+R_IN, R_OUT, R_W, R_WS, R_SC, R_BIAS, R_N, R_K, R_GS, R_T, R_XD, R_INV, R_ZU, R_FIRST = \
+    range(14)
+REC = 14  # R_XD, R_INV, R_ZU: its input's quantized rows, 1 / scales and zero points + 128
+# (one scratch per input); R_FIRST: 1 for the first linear of its input, which quantizes it
 # why a call failed (S_WHY), for ``explain``
 WHY_SHAPE, WHY_ROWS, WHY_RESIZE, WHY_DATA = 1, 2, 3, 4
 # the argument block: [state, part, parts]. parts 0: the whole call; else part -1 checks,
@@ -271,7 +315,7 @@ def _prepare(s):
         if x[D_DATA] == 0 or o[D_DATA] == 0:
             return _fail(s, i, WHY_DATA, INVALID_ARGUMENT)
         if s[r + R_FIRST]:
-            quantize_rows(x[D_DATA], T, K, s[r + R_XD], s[r + R_INV])
+            quantize_rows(x[D_DATA], T, K, s[r + R_XD], s[r + R_INV], s[r + R_ZU])
         macs += T * N * K
     s[S_MACS] = macs
     return OK
@@ -287,16 +331,18 @@ def _compute(s, part, parts):
         if T == 0:
             continue
         inv = ptr_like(s[r + R_INV], _F0)
+        zu = ptr_like(s[r + R_ZU], np.int32(0))
         tiles = N // TILE
         q0, q1 = tiles * part // parts, tiles * (part + 1) // parts
         out = desc(s[r + R_OUT])[D_DATA]
         of = ptr_like(out, _F0)
-        nb, hg = K // gs, gs // 2
+        nb, qpb = K // gs, gs // 4
         for t in range(T):
-            xt = s[r + R_XD] + 2 * t * K
+            ut = s[r + R_XD] + t * K
             for q in range(q0, q1):
-                _tile_dot(s[r + R_W] + q * K * TILE, xt, s[r + R_SC] + 4 * q * nb * TILE, nb,
-                          hg, out + 4 * (t * N + q * TILE), inv[t])
+                _tile_dot(s[r + R_W] + q * K * TILE, ut, s[r + R_WS] + 4 * q * nb * TILE,
+                          s[r + R_SC] + 4 * q * nb * TILE, nb, qpb, zu[t],
+                          out + 4 * (t * N + q * TILE), inv[t])
             if s[r + R_BIAS] != 0:
                 bias = ptr_like(s[r + R_BIAS], _F0)
                 for n in range(q0 * TILE, q1 * TILE):

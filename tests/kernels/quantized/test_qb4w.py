@@ -8,6 +8,7 @@ the same 8da4w program (tests/llm/test_generate.py: logits within the math="fast
 from __future__ import annotations
 
 import ctypes
+import os
 import types
 
 import numpy as np
@@ -18,6 +19,7 @@ from pyruntime.cython_ext.desc import DescTable
 from pyruntime.delegates.xnnpack import qb4w
 from pyruntime.kernels.fast.context import BindContext
 from pyruntime.kernels.quantized import typed_qb4w as q
+from tests.child import run_json
 
 RNG = np.random.default_rng(7)
 
@@ -36,7 +38,7 @@ def _run(lins, args, rows_cap=None):
     tensors = [a for a in args if isinstance(a, ETensor)]
     table = DescTable(tensors, [t.storage for t in tensors])
     ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [], math="fast")
-    h = types.SimpleNamespace(qb4w=[(lin, *q.pack_tiles(lin.weight, lin.scales))
+    h = types.SimpleNamespace(qb4w=[(lin, q.pack_tiles(lin.weight, lin.scales))
                                     for lin in lins])
     r = qb4w.bind(h, ctx, args)
     fn, block, explain = r[0], r[1], r[-1]
@@ -57,7 +59,8 @@ def _tensor(a, cap=None):
 
 @pytest.mark.parametrize("n,k,gs,rows,bias", [
     (8, 32, 32, 1, False), (16, 64, 32, 1, True), (24, 96, 32, 3, True),
-    (32, 256, 64, 2, False), (64, 128, 128, 5, True), (8, 4, 2, 1, True)])
+    (32, 256, 64, 2, False), (64, 128, 128, 5, True), (8, 8, 4, 1, True),
+    (16, 288, 96, 2, True)])
 def test_matches_reference(n, k, gs, rows, bias):
     lin = _linear(n, k, gs, bias)
     x = (RNG.standard_normal((1, rows, k)) * 3).astype(np.float32)
@@ -111,7 +114,7 @@ def test_bad_shapes_are_named():
     tensors = args
     table = DescTable(tensors, [t.storage for t in tensors])
     ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [], math="fast")
-    h = types.SimpleNamespace(qb4w=[(lin, *q.pack_tiles(lin.weight, lin.scales))])
+    h = types.SimpleNamespace(qb4w=[(lin, q.pack_tiles(lin.weight, lin.scales))])
     fn, block, explain = qb4w.bind(h, ctx, args)
     call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
     assert call(block) == 0
@@ -145,3 +148,26 @@ def test_unpack_int4_order():
     b = np.array([0x10, 0xF8, 0x7A], np.uint8)
     np.testing.assert_array_equal(q.unpack_int4(b, 2, 3),
                                   [[-8, -7, 0], [7, 2, -1]])
+
+
+def test_a_target_without_avx2_computes_the_same_bits(tmp_path):
+    """Where the target has no AVX2 the tile kernel is plain vector IR (no pmaddubsw):
+    a child compiling for baseline x86-64 (SSE2) into an empty cache gets the
+    reference's bits."""
+    child = (
+        "import json, numpy as np\n"
+        "from pyruntime.kernels.quantized import typed_qb4w as q\n"
+        "from tests.kernels.quantized import test_qb4w as t\n"
+        "ok = []\n"
+        "for case in [(16, 64, 32, 2, True), (8, 288, 96, 1, False)]:\n"
+        "    t.test_matches_reference(*case)\n"
+        "    ok.append(case[0])\n"
+        "t.test_rows_of_every_kind()\n"
+        "print(json.dumps({'avx2': q._has_avx2(), 'ok': ok}))\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    got = run_json(child, base=base, timeout=600,
+                   env={"NUMBA_CPU_NAME": "x86-64",
+                        "NUMBA_CPU_FEATURES": "+sse,+sse2,+cx8,+fxsr,+mmx",
+                        "PYRUNTIME_CACHE": str(tmp_path), "PYRUNTIME_SHIPPED": "0",
+                        "PYRUNTIME_COMPILE": "sync"})
+    assert got == {"avx2": False, "ok": [16, 8]}
