@@ -27,13 +27,19 @@ _NO_ID = 0xFFFFFFFF
 
 @dataclass
 class Linear:
-    """One FullyConnected of the graph, in the kernel's terms."""
-    input: int  # external id of its fp32 input (the Convert's)
-    output: int  # external id of its fp32 output
+    """One FullyConnected of the graph, in the kernel's terms. Its input and output are
+    external values (``input`` / ``output``: their external ids) or values of the graph
+    (None): the output of linear ``source`` of the graph's list, and an output another
+    linear reads."""
+    input: int | None
+    output: int | None
     weight: np.ndarray  # [n, k] int8 in [-8, 7]
     scales: np.ndarray  # [n, k // group] float32
     bias: np.ndarray | None  # [n] float32
     group: int
+    source: int = -1  # the linear whose output is this one's input (-1: an external input)
+    lo: float = -math.inf  # the output clamp
+    hi: float = math.inf
 
 
 @dataclass
@@ -60,48 +66,49 @@ def _values(g) -> dict:
     return out
 
 
-def _unclamped(node) -> bool:
-    mm = node.output_min_max
-    return mm is None or (math.isinf(mm.output_min) and mm.output_min < 0
-                          and math.isinf(mm.output_max) and mm.output_max > 0)
-
-
 def linears(xb: XnnBlob, named_data) -> list[Linear] | None:
-    """The graph's linears when it holds nothing but per-row dynamic quantization of fp32
-    external inputs feeding qbint4 FullyConnected nodes with fp32 external outputs (no
-    clamp, no flags; output channels a multiple of 8, a block size a multiple of 4), else
-    None."""
+    """The graph's linears when it holds nothing but per-row dynamic quantization
+    (``Convert``) of fp32 values feeding qbint4 FullyConnected nodes with fp32 outputs
+    (no flags; output channels a multiple of 8, a block size a multiple of 4): each
+    Convert reads an external input or a FullyConnected's output; every external output
+    is a FullyConnected's. Else None."""
     from pyruntime.kernels.quantized.typed_qb4w import TILE, bf16_to_f32, unpack_int4
 
     g = xb.graph
     vals = _values(g)
     if not vals or not g.xnodes:
         return None
-    quantized = {}  # qdint8 value id -> external id of the fp32 value it quantizes
+    quantized = {}  # qdint8 value id -> the fp32 value id it quantizes
+    made = {}  # fp32 value id -> index of the linear that writes it
     out = []
     for i, node in enumerate(g.xnodes):
         code, n = node.xnode_union
         name = XNODE_TYPES.get(code, ("?",))[0]
-        if n is None or getattr(n, "flags", 0) or not _unclamped(node):
+        if n is None or getattr(n, "flags", 0):
             return None
+        mm = node.output_min_max
+        lo, hi = (-math.inf, math.inf) if mm is None else (mm.output_min, mm.output_max)
         if name == "Convert":
             a, b = vals.get(n.input_id), vals.get(n.output_id)
-            if a is None or b is None or a.datatype != _F32 or a.flags != EXTERNAL_INPUT \
+            if a is None or b is None or a.datatype != _F32 or mm is not None \
+                    or not (a.flags == EXTERNAL_INPUT or n.input_id in made) \
                     or b.datatype != _QDINT8 or b.quant[0] != _PER_TOKEN or b.flags \
                     or b.quant[1].num_nonbatch_dims != 1 or a.dims != b.dims:
                 return None
-            quantized[n.output_id] = a.external
+            quantized[n.output_id] = n.input_id
         elif name == "FullyConnected":
             x, w, y = vals.get(n.input1_id), vals.get(n.filter_id), vals.get(n.output_id)
             if n.input1_id not in quantized or w is None or y is None or w.flags \
                     or w.datatype != _QBINT4 or w.quant[0] != _PER_GROUP or len(w.dims) != 2 \
-                    or y.datatype != _F32 or y.flags != EXTERNAL_OUTPUT or not w.constant:
+                    or y.datatype != _F32 or y.flags not in (0, EXTERNAL_OUTPUT) or y.constant \
+                    or n.output_id in made or not w.constant or not lo <= hi:
                 return None
             q = w.quant[1]
             N, K = w.dims
             gs = q.group_size
             if q.channel_dim != 0 or N % TILE or gs <= 0 or gs % 4 or K % gs \
-                    or x.dims[-1:] != (K,) or y.dims[-1:] != (N,):
+                    or x.dims[-1:] != (K,) or y.dims[-1:] != (N,) \
+                    or x.dims[:-1] != y.dims[:-1]:
                 return None
             where = f"{BACKEND} node {i} (FullyConnected) filter"
             data = constant_bytes(xb, w.constant, named_data, where)
@@ -119,13 +126,18 @@ def linears(xb: XnnBlob, named_data) -> list[Linear] | None:
                 if raw is None or len(raw) < 4 * N:
                     return None
                 bias = np.frombuffer(raw[:4 * N].tobytes(), np.float32)
-            out.append(Linear(quantized[n.input1_id], y.external, unpack_int4(data, N, K),
-                              scales, bias, gs))
+            src = quantized[n.input1_id]
+            v = vals[src]
+            out.append(Linear(v.external if v.flags == EXTERNAL_INPUT else None,
+                              y.external if y.flags == EXTERNAL_OUTPUT else None,
+                              unpack_int4(data, N, K), scales, bias, gs,
+                              made.get(src, -1), lo, hi))
+            made[n.output_id] = len(out) - 1
         else:
             return None
-    produced = {lin.output for lin in out}
+    produced = {lin.output for lin in out if lin.output is not None}
     outputs = {v.external for v in vals.values() if v.flags == EXTERNAL_OUTPUT}
-    if not out or produced != outputs or len(produced) != len(out):
+    if not out or produced != outputs:
         return None
     return out
 
@@ -138,8 +150,8 @@ def _fp32_rows(t, k) -> bool:
 def bind(h, ctx, args):
     """The compiled entry running handle ``h``'s linears on our kernels, ``(*call,
     explain)`` (``call``: (fn, block), or split into parts over the output channels,
-    ``BindContext.bind_split``), or None (not such a graph, or arguments it does not
-    model)."""
+    ``BindContext.bind_split``, when no linear reads another's output), or None (not
+    such a graph, or arguments it does not model)."""
     from pyruntime.kernels.fast.nb import lazy
     from pyruntime.kernels.quantized import typed_qb4w as q
 
@@ -153,33 +165,52 @@ def bind(h, ctx, args):
     rows = 1
     for lin, _ in packed:
         n, k = lin.weight.shape
-        x, y = args[lin.input], args[lin.output]
-        if not _fp32_rows(x, k) or not _fp32_rows(y, n) or y.storage is None \
-                or not y.storage.flags.writeable:
+        x = None if lin.input is None else args[lin.input]
+        y = None if lin.output is None else args[lin.output]
+        if (x is not None and not _fp32_rows(x, k)) or (y is not None and (
+                not _fp32_rows(y, n) or y.storage is None or not y.storage.flags.writeable)):
             return None
-        rows = max(rows, max(x.capacity, x.numel) // k)
+        if x is not None:
+            rows = max(rows, max(x.capacity, x.numel) // k)
     compiled = lazy(q.qb4w_linears)
     s = np.zeros(q.HEAD + q.REC * len(packed), np.int64)
     s[q.S_LEN], s[q.S_COUNT], s[q.S_ROWS], s[q.S_FAILED] = len(s), len(packed), rows, -1
     scratch = {}  # input -> its quantized rows, 1 / scales, zero points: quantized once a call
+    outbuf = {}  # linear -> its internal output buffer (rows x n float32)
     for i, (lin, (wt, ws, st)) in enumerate(packed):
         r = q.HEAD + q.REC * i
         n, k = lin.weight.shape
-        s[r + q.R_FIRST] = lin.input not in scratch
-        if lin.input not in scratch:
-            scratch[lin.input] = (ctx.buffer(rows * k), ctx.buffer(4 * rows),
-                                  ctx.buffer(4 * rows))
-        s[r + q.R_XD], s[r + q.R_INV], s[r + q.R_ZU] = scratch[lin.input]
-        s[r + q.R_IN], s[r + q.R_OUT] = ctx.desc(args[lin.input]), ctx.desc(args[lin.output])
+        key = ("in", lin.input) if lin.input is not None else ("made", lin.source)
+        s[r + q.R_FIRST] = key not in scratch
+        if key not in scratch:
+            scratch[key] = (ctx.buffer(rows * k), ctx.buffer(4 * rows), ctx.buffer(4 * rows))
+        s[r + q.R_XD], s[r + q.R_INV], s[r + q.R_ZU] = scratch[key]
+        root = i
+        while packed[root][0].input is None:
+            root = packed[root][0].source
+        s[r + q.R_ROOT] = root
+        if lin.input is not None:
+            s[r + q.R_IN] = ctx.desc(args[lin.input])
+        else:
+            src = packed[lin.source][0]
+            s[r + q.R_SRC] = lin.source
+            s[r + q.R_IN] = 0 if src.output is None else ctx.desc(args[src.output])
+            s[r + q.R_INBUF] = outbuf.get(lin.source, 0)
+        if lin.output is not None:
+            s[r + q.R_OUT] = ctx.desc(args[lin.output])
+        else:
+            s[r + q.R_OUTBUF] = outbuf[i] = ctx.buffer(4 * rows * n)
         s[r + q.R_W], s[r + q.R_WS], s[r + q.R_SC] = wt.ctypes.data, ws.ctypes.data, \
             st.ctypes.data
         s[r + q.R_BIAS] = 0 if lin.bias is None else lin.bias.ctypes.data
+        s[r + q.R_LO], s[r + q.R_HI] = ctx.f64(lin.lo), ctx.f64(lin.hi)
         s[r + q.R_N], s[r + q.R_K], s[r + q.R_GS] = n, k, lin.group
     ctx.scratch += [s, packed]
     a = int(s.ctypes.data)
     tiles = min(lin.weight.shape[0] for lin, _ in packed) // q.TILE
     n = min(ctx.threads, tiles)
-    if n > 1:  # parts over every linear's output tiles (typed_qb4w.qb4w_linears)
+    if n > 1 and all(lin.input is not None for lin, _ in packed):
+        # parts over every linear's output tiles (typed_qb4w.qb4w_linears)
         call = ctx.bind_split(compiled, [a, 0, 0], [[a, k, n] for k in range(n)],
                               [a, q.PART_PREP, n])
     else:
@@ -204,5 +235,7 @@ def explain(s: np.ndarray, packed, status: int) -> str:
     n, k = lin.weight.shape
     msg = _WHY.get(why, "status {status}").format(k=k, n=n, rows=int(s[q.S_ROWS]),
                                                    status=status)
-    return (f"{BACKEND} (math=\"fast\" int4 linears): linear {i} (input {lin.input}, "
-            f"output {lin.output}, [{n}, {k}] weight): {msg}")
+    src = f"input {lin.input}" if lin.input is not None else f"linear {lin.source}'s output"
+    dst = f"output {lin.output}" if lin.output is not None else "an internal value"
+    return (f"{BACKEND} (math=\"fast\" int4 linears): linear {i} ({src} -> {dst}, "
+            f"[{n}, {k}] weight): {msg}")

@@ -18,8 +18,8 @@ The arithmetic, per row x of K floats and output channel n:
   [-8, 7]), as sum (q_k + 128) w_nk - (z + 128) sum w_nk: unsigned x signed byte pairs
   (``pmaddubsw`` where the target has AVX2) added in 16-bit lanes, then 32-bit ones,
   eight output channels per vector (``_tile_dot``);
-* y_n = (sum_b float(d_b) * s_nb) * (1 / scale) + bias_n, in that order, no FMA: the
-  same float operations on every CPU. XNNPACK instead adds -z * sum w_k * s_nb as a
+* y_n = (sum_b float(d_b) * s_nb) * (1 / scale) + bias_n, in that order, no FMA, then
+  clamped to the node's output range: the same float operations on every CPU. XNNPACK instead adds -z * sum w_k * s_nb as a
   float term and may fuse its multiply-adds, so the two differ by float rounding
   (relative 1e-7 of the block sums), not in the integers.
 
@@ -32,8 +32,8 @@ from llvmlite import ir
 
 from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
-from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, desc, \
-    ptr_like, resize_to
+from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, \
+    bits_to_f64, desc, ptr_like, resize_to
 
 TILE = 8  # output channels per weight tile (one 256-bit vector of int32 lanes)
 
@@ -84,9 +84,10 @@ def quant_params(row: np.ndarray):
     return scale, int(np.rint(zp)), f(f(1) / scale)
 
 
-def reference(x: np.ndarray, w: np.ndarray, scales: np.ndarray, bias, gs: int) -> np.ndarray:
+def reference(x: np.ndarray, w: np.ndarray, scales: np.ndarray, bias, gs: int,
+              lo=-np.inf, hi=np.inf) -> np.ndarray:
     """y = x @ dequantized(w).T as the kernel computes it; x [..., k] float32, w [n, k]
-    int8, scales [n, k // gs] float32, bias [n] or None."""
+    int8, scales [n, k // gs] float32, bias [n] or None, then clamped to [lo, hi]."""
     n, k = w.shape
     rows = np.asarray(x, np.float32).reshape(-1, k)
     out = np.empty((rows.shape[0], n), np.float32)
@@ -102,7 +103,9 @@ def reference(x: np.ndarray, w: np.ndarray, scales: np.ndarray, bias, gs: int) -
         for b in range(k // gs):
             acc = acc + blocks[:, b].astype(np.float32) * scales[:, b].astype(np.float32)
         y = acc * inv
-        out[t] = y if bias is None else y + np.asarray(bias, np.float32)
+        y = y if bias is None else y + np.asarray(bias, np.float32)
+        y = np.where(np.float32(lo) < y, y, np.float32(lo))
+        out[t] = np.where(np.float32(hi) < y, np.float32(hi), y)
     return out.reshape(*np.shape(x)[:-1], n)
 
 
@@ -263,20 +266,27 @@ def quantize_rows(xa, T, K, ua, ia, za):
 
 # ---- the compiled entry -----------------------------------------------------------------------
 
-# state array (int64 words): a header, then one record per linear
-S_LEN, S_COUNT, S_ROWS, S_FAILED, S_WHY, S_MACS = range(6)
+# state array (int64 words): a header, then one record per linear, in the graph's order
+S_LEN, S_COUNT, S_ROWS, S_FAILED, S_WHY = range(5)
 S_SIZES = 8  # 8 words: an out's sizes while it is resized
 HEAD = 16
-R_IN, R_OUT, R_W, R_WS, R_SC, R_BIAS, R_N, R_K, R_GS, R_T, R_XD, R_INV, R_ZU, R_FIRST = \
-    range(14)
-REC = 14  # R_XD, R_INV, R_ZU: its input's quantized rows, 1 / scales and zero points + 128
-# (one scratch per input); R_FIRST: 1 for the first linear of its input, which quantizes it
+R_IN, R_SRC, R_INBUF, R_OUT, R_OUTBUF, R_ROOT, R_W, R_WS, R_SC, R_BIAS, R_LO, R_HI, R_N, R_K, \
+    R_GS, R_T, R_XD, R_INV, R_ZU, R_FIRST = range(20)
+REC = 20
+# R_IN: the input's descriptor, or 0 when another linear of the graph makes it: linear R_SRC,
+# into R_INBUF (an internal value: rows x K float32 the binder allocated). R_OUT: the
+# output's descriptor, or 0 for an internal value at R_OUTBUF. R_ROOT: the linear whose
+# input descriptor gives this one's leading dimensions (itself, or its chain's first).
+# R_LO, R_HI: the output clamp (float64 bits). R_T: rows this call. R_XD, R_INV, R_ZU: the
+# input's quantized rows, 1 / scales and zero points + 128 (one scratch per input);
+# R_FIRST: 1 for the first linear of its input, which quantizes it.
 # why a call failed (S_WHY), for ``explain``
 WHY_SHAPE, WHY_ROWS, WHY_RESIZE, WHY_DATA = 1, 2, 3, 4
-# the argument block: [state, part, parts]. parts 0: the whole call; else part -1 checks,
-# resizes and quantizes the inputs (or, below SPLIT_MACS multiply-adds, does the whole call
-# and returns SPLIT_WHOLE), and part k < parts computes its share of every linear's
-# output tiles, for every row (the same operations whichever thread runs them)
+# the argument block: [state, part, parts]. parts 0: the whole call, linear by linear;
+# else (a graph whose linears all read its inputs) part -1 checks, resizes and quantizes
+# every input (or, below SPLIT_MACS multiply-adds, does the whole call and returns
+# SPLIT_WHOLE), and part k < parts computes its share of every linear's output tiles,
+# for every row (the same operations whichever thread runs them)
 PART_PREP = -1
 SPLIT_MACS = 1 << 17
 
@@ -289,64 +299,74 @@ def _fail(s, i, why, code):
 
 
 @njit
-def _prepare(s):
-    """Check and resize every linear's tensors, quantize each input once; the rows of
-    each linear in R_T, the call's multiply-adds in S_MACS."""
-    macs = 0
-    for i in range(s[S_COUNT]):
-        r = HEAD + REC * i
+def _prepare(s, i):
+    """Check linear ``i``'s tensors, resize its output, quantize its input (if first);
+    its rows in R_T. A status."""
+    r = HEAD + REC * i
+    N, K = s[r + R_N], s[r + R_K]
+    if s[r + R_IN] != 0:
         x = desc(s[r + R_IN])
-        o = desc(s[r + R_OUT])
-        N, K = s[r + R_N], s[r + R_K]
         nd = x[D_NDIM]
         if nd < 1 or nd > 8 or x[D_SIZES + nd - 1] != K:
             return _fail(s, i, WHY_SHAPE, INVALID_ARGUMENT)
         T = x[D_NUMEL] // K
-        if T > s[S_ROWS]:
-            return _fail(s, i, WHY_ROWS, NOT_SUPPORTED)
+        if x[D_DATA] == 0 and T:
+            return _fail(s, i, WHY_DATA, INVALID_ARGUMENT)
+        src = x[D_DATA]
+    else:
+        T = s[HEAD + REC * s[r + R_SRC] + R_T]
+        src = s[r + R_INBUF]
+    if T > s[S_ROWS]:
+        return _fail(s, i, WHY_ROWS, NOT_SUPPORTED)
+    s[r + R_T] = T
+    if s[r + R_OUT] != 0:
+        root = desc(s[HEAD + REC * s[r + R_ROOT] + R_IN])
+        nd = root[D_NDIM]
         for j in range(nd - 1):
-            s[S_SIZES + j] = x[D_SIZES + j]
+            s[S_SIZES + j] = root[D_SIZES + j]
         s[S_SIZES + nd - 1] = N
+        o = desc(s[r + R_OUT])
         if resize_to(o, s[S_SIZES:S_SIZES + nd], nd) != OK:
             return _fail(s, i, WHY_RESIZE, INVALID_ARGUMENT)
-        s[r + R_T] = T
-        if T == 0:
-            continue
-        if x[D_DATA] == 0 or o[D_DATA] == 0:
+        if o[D_DATA] == 0 and T:
             return _fail(s, i, WHY_DATA, INVALID_ARGUMENT)
-        if s[r + R_FIRST]:
-            quantize_rows(x[D_DATA], T, K, s[r + R_XD], s[r + R_INV], s[r + R_ZU])
-        macs += T * N * K
-    s[S_MACS] = macs
+    if T and s[r + R_FIRST]:
+        quantize_rows(src, T, K, s[r + R_XD], s[r + R_INV], s[r + R_ZU])
     return OK
 
 
 @njit
-def _compute(s, part, parts):
-    """Output tiles [n * part / parts, n * (part + 1) / parts) of every linear's n tiles,
-    every row, bias included."""
-    for i in range(s[S_COUNT]):
-        r = HEAD + REC * i
-        T, N, K, gs = s[r + R_T], s[r + R_N], s[r + R_K], s[r + R_GS]
-        if T == 0:
-            continue
-        inv = ptr_like(s[r + R_INV], _F0)
-        zu = ptr_like(s[r + R_ZU], np.int32(0))
-        tiles = N // TILE
-        q0, q1 = tiles * part // parts, tiles * (part + 1) // parts
-        out = desc(s[r + R_OUT])[D_DATA]
-        of = ptr_like(out, _F0)
-        nb, qpb = K // gs, gs // 4
-        for t in range(T):
-            ut = s[r + R_XD] + t * K
-            for q in range(q0, q1):
-                _tile_dot(s[r + R_W] + q * K * TILE, ut, s[r + R_WS] + 4 * q * nb * TILE,
-                          s[r + R_SC] + 4 * q * nb * TILE, nb, qpb, zu[t],
-                          out + 4 * (t * N + q * TILE), inv[t])
-            if s[r + R_BIAS] != 0:
-                bias = ptr_like(s[r + R_BIAS], _F0)
-                for n in range(q0 * TILE, q1 * TILE):
-                    of[t * N + n] += bias[n]
+def _compute(s, i, part, parts):
+    """Output tiles [n * part / parts, n * (part + 1) / parts) of linear ``i``'s n tiles,
+    every row, bias and clamp included."""
+    r = HEAD + REC * i
+    T, N, K, gs = s[r + R_T], s[r + R_N], s[r + R_K], s[r + R_GS]
+    if T == 0:
+        return
+    inv = ptr_like(s[r + R_INV], _F0)
+    zu = ptr_like(s[r + R_ZU], np.int32(0))
+    tiles = N // TILE
+    q0, q1 = tiles * part // parts, tiles * (part + 1) // parts
+    out = desc(s[r + R_OUT])[D_DATA] if s[r + R_OUT] != 0 else s[r + R_OUTBUF]
+    of = ptr_like(out, _F0)
+    nb, qpb = K // gs, gs // 4
+    lo, hi = np.float32(bits_to_f64(s[r + R_LO])), np.float32(bits_to_f64(s[r + R_HI]))
+    clamp = lo > -np.inf or hi < np.inf
+    for t in range(T):
+        ut = s[r + R_XD] + t * K
+        for q in range(q0, q1):
+            _tile_dot(s[r + R_W] + q * K * TILE, ut, s[r + R_WS] + 4 * q * nb * TILE,
+                      s[r + R_SC] + 4 * q * nb * TILE, nb, qpb, zu[t],
+                      out + 4 * (t * N + q * TILE), inv[t])
+        if s[r + R_BIAS] != 0:
+            bias = ptr_like(s[r + R_BIAS], _F0)
+            for n in range(q0 * TILE, q1 * TILE):
+                of[t * N + n] += bias[n]
+        if clamp:  # XNNPACK's order: the lower bound, then the upper
+            for n in range(q0 * TILE, q1 * TILE):
+                v = of[t * N + n]
+                v = v if lo < v else lo
+                of[t * N + n] = hi if hi < v else v
 
 
 def qb4w_linears(block):
@@ -354,13 +374,27 @@ def qb4w_linears(block):
     s = carray(ptr_like(b[0], np.int64(0)), HEAD)
     s = carray(ptr_like(b[0], np.int64(0)), s[S_LEN])
     part, parts = b[1], b[2]
-    if parts == 0 or part == PART_PREP:
-        st = _prepare(s)
-        if st != OK:
-            return st
-        if parts == 0 or s[S_MACS] < SPLIT_MACS:
-            _compute(s, 0, 1)
-            return OK if parts == 0 else SPLIT_WHOLE
+    n = s[S_COUNT]
+    if parts == 0:
+        for i in range(n):
+            st = _prepare(s, i)
+            if st != OK:
+                return st
+            _compute(s, i, 0, 1)
         return OK
-    _compute(s, part, parts)
+    if part == PART_PREP:
+        macs = 0
+        for i in range(n):
+            st = _prepare(s, i)
+            if st != OK:
+                return st
+            r = HEAD + REC * i
+            macs += s[r + R_T] * s[r + R_N] * s[r + R_K]
+        if macs >= SPLIT_MACS:
+            return OK
+        for i in range(n):
+            _compute(s, i, 0, 1)
+        return SPLIT_WHOLE
+    for i in range(n):
+        _compute(s, i, part, parts)
     return OK
