@@ -152,7 +152,6 @@ def bind(h, ctx, args):
     explain)`` (``call``: (fn, block), or split into parts over the output channels,
     ``BindContext.bind_split``, when no linear reads another's output), or None (not
     such a graph, or arguments it does not model)."""
-    from pyruntime.kernels.fast.nb import lazy
     from pyruntime.kernels.quantized import typed_qb4w as q
 
     packed = getattr(h, "qb4w", None)
@@ -172,7 +171,7 @@ def bind(h, ctx, args):
             return None
         if x is not None:
             rows = max(rows, max(x.capacity, x.numel) // k)
-    compiled = lazy(q.qb4w_linears)
+    compiled = q.kernel()  # (KernelNotReady: the plan runs the call meanwhile, binds later)
     s = np.zeros(q.HEAD + q.REC * len(packed), np.int64)
     s[q.S_LEN], s[q.S_COUNT], s[q.S_ROWS], s[q.S_FAILED] = len(s), len(packed), rows, -1
     scratch = {}  # input -> its quantized rows, 1 / scales, zero points: quantized once a call

@@ -33,7 +33,7 @@ from llvmlite import ir
 from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.fast.deferred import carray, cgutils, intrinsic, njit, types
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, \
-    bits_to_f64, desc, ptr_like, resize_to
+    bits_to_f64, desc, lazy, ptr_like, resize_to
 
 TILE = 8  # output channels per weight tile (one 256-bit vector of int32 lanes)
 
@@ -398,3 +398,9 @@ def qb4w_linears(block):
     for i in range(n):
         _compute(s, i, part, parts)
     return OK
+
+
+def kernel():
+    """The compiled ``qb4w_linears`` (``kernels.fast.jit.lazy``: KernelNotReady while a
+    background compile makes it)."""
+    return lazy(qb4w_linears)
