@@ -130,6 +130,7 @@ def inspect_ops(path, data_path=None, out=None) -> None:
         missing = sorted(op for op in meta.operator_counts if not has_kernel(op))
         w(f"method {name!r}: operators by tier (math: {default_math()})\n")
         compiled = {}
+        delegated = [0, 0, 0]  # delegate calls: all, compiled entries, on fast-math kernels
         if not missing:
             m = prog.load_method(name, tier="fast")
             fp = m._fast
@@ -145,6 +146,10 @@ def inspect_ops(path, data_path=None, out=None) -> None:
                       {0: 0, 3: 2}.get(kinds[pc], 1)] += 1
                     c[4] += pc not in fused_into and kinds[pc] == 0 and len(runs.get(pc, ())) > 2
                     c[5] += pc in fp.fast_math  # a fast-math kernel (math="fast")
+                elif ins.op is Op.DELEGATE:
+                    delegated[0] += 1
+                    delegated[1] += kinds[pc] == 0
+                    delegated[2] += pc in fp.fast_math
         for op, n in sorted(meta.operator_counts.items(), key=lambda kv: (-kv[1], kv[0])):
             if op in missing:
                 close = ", ".join(closest_names(op))
@@ -158,6 +163,11 @@ def inspect_ops(path, data_path=None, out=None) -> None:
                 extra += f", {elided} elided (the out a view of the input)" if elided else ""
                 extra += f", {split} split over {m.threads} threads" if split else ""
                 w(f"    {n:5d}  {op}: {fast} compiled, {ref} reference{extra}\n")
+        if delegated[0]:
+            own = f" ({delegated[2]} on pyruntime's own kernels with fast math)" \
+                if delegated[2] else ""
+            w(f"    {delegated[0]:5d}  delegate calls: {delegated[1]} compiled, "
+              f"{delegated[0] - delegated[1]} through Python{own}\n")
         if missing:
             w(f"  {len(missing)} operator(s) have no kernel: the method cannot load\n")
         else:

@@ -100,3 +100,15 @@ def test_split_calls_equal_the_one_thread_result_every_time():
                 bad += [(busy, threads, rnd, i) for i, (g, w) in enumerate(zip(got, want))
                         if not np.array_equal(g, w)]
     assert not bad, f"executes differing from the one-thread result: {bad[:10]}"
+
+
+def test_inspect_counts_the_calls_on_our_kernels():
+    from tests.test_cli import cli
+
+    fx = get_fixture("qd8_qb4w")
+    rc, out, err = cli("inspect", "--ops", "--math", "fast", fx.pte_path)
+    assert rc == 0, err
+    assert ("1  delegate calls: 1 compiled, 0 through Python (1 on pyruntime's own kernels "
+            "with fast math)") in out
+    rc, out, err = cli("inspect", "--ops", fx.pte_path)
+    assert rc == 0 and "1  delegate calls: 1 compiled, 0 through Python\n" in out
