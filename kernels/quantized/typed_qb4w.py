@@ -3,8 +3,8 @@ quantized per block (XNNPACK's "qd8-f32-qb4w" fully connected), for ``math="fast
 
 An 8da4w program's linears are XNNPACK delegates (``Convert`` fp32 -> qdint8, then
 ``FullyConnected`` with a qbint4 weight): two XNNPACK operators per linear, each a
-thread-pool dispatch for a few microseconds of work, 17 calls and 280 us of a decode
-step at threads=1 on the bench model. ``delegates.xnnpack.qb4w`` runs such a delegate on
+thread-pool dispatch for a few microseconds of work; on the bench Llama at threads=1,
+17 calls took 280 of a decode step's 350 us. ``delegates.xnnpack.qb4w`` runs such a delegate on
 these kernels instead when a method loads with ``math="fast"``.
 
 The arithmetic, per row x of K floats and output channel n:
@@ -19,9 +19,10 @@ The arithmetic, per row x of K floats and output channel n:
   (``pmaddubsw`` where the target has AVX2) added in 16-bit lanes, then 32-bit ones,
   eight output channels per vector (``_tile_dot``);
 * y_n = (sum_b float(d_b) * s_nb) * (1 / scale) + bias_n, in that order, no FMA, then
-  clamped to the node's output range: the same float operations on every CPU. XNNPACK instead adds -z * sum w_k * s_nb as a
-  float term and may fuse its multiply-adds, so the two differ by float rounding
-  (relative 1e-7 of the block sums), not in the integers.
+  clamped to the node's output range: the same float operations on every CPU. XNNPACK
+  instead adds -z * sum w_k * s_nb as a float term and may fuse its multiply-adds, so
+  the two differ by float rounding (relative 1e-7 of the block sums), not in the
+  integers.
 
 ``reference`` is the numpy form of the same arithmetic.
 """
