@@ -1,14 +1,16 @@
 """The strided copy engine shared by the data-movement kernels: drops size-1 dims, merges
 dims contiguous on both sides, copies contiguous runs in a flat loop and transposes in
-cache-sized tiles. Its state lives in a ``SCRATCH_WORDS``-word buffer owned by the
-instruction (sizes, source and destination strides, counters), so nothing allocates.
+cache-sized tiles (4-byte elements by 8 x 8 blocks transposed in vector registers). Its
+state lives in a ``SCRATCH_WORDS``-word buffer owned by the instruction (sizes, source
+and destination strides, counters), so nothing allocates.
 """
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
 from pyruntime.cython_ext.abi import D_NDIM, D_NUMEL, D_SIZES, D_STRIDES
-from pyruntime.kernels.fast.deferred import carray, njit
+from pyruntime.kernels.fast.deferred import carray, intrinsic, njit, types
 from pyruntime.kernels.fast.nb import INVALID_ARGUMENT, NOT_SUPPORTED, desc, ptr_like, resize_to
 
 
@@ -203,8 +205,69 @@ def _swap(w, i, j):
         w[base + j] = t
 
 
+@intrinsic
+def _t8x8(typingctx, src, ss, dst, ds):
+    """The 8 x 8 block of 4-byte elements at byte address ``src`` (rows ``ss`` bytes
+    apart) transposed into ``dst`` (rows ``ds`` bytes apart): eight vector loads, three
+    rounds of two-input shuffles, eight vector stores (unaligned)."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        src_, ss_, dst_, ds_ = args
+        i32 = ir.IntType(32)
+        v8 = ir.VectorType(i32, 8)
+
+        def row(base, stride, i):
+            return builder.inttoptr(builder.add(base, builder.mul(stride, ir.Constant(
+                ir.IntType(64), i))), v8.as_pointer())
+
+        def mix(a, b, lanes):
+            return builder.shuffle_vector(a, b, ir.Constant(v8, [ir.Constant(i32, k)
+                                                                 for k in lanes]))
+        r = [builder.load(row(src_, ss_, i), align=4) for i in range(8)]
+        lo, hi = (0, 8, 1, 9, 4, 12, 5, 13), (2, 10, 3, 11, 6, 14, 7, 15)
+        t = []
+        for i in range(0, 8, 2):  # [r_i[0], r_i+1[0], r_i[1], r_i+1[1], ...]: pairs
+            t += [mix(r[i], r[i + 1], lo), mix(r[i], r[i + 1], hi)]
+        even, odd = (0, 1, 8, 9, 4, 5, 12, 13), (2, 3, 10, 11, 6, 7, 14, 15)
+        u = []
+        for i in (0, 4):  # quads: columns j and j + 4 of four rows
+            u += [mix(t[i], t[i + 2], even), mix(t[i], t[i + 2], odd),
+                  mix(t[i + 1], t[i + 3], even), mix(t[i + 1], t[i + 3], odd)]
+        first, second = (0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)
+        for j in range(4):  # column j from the halves of the two quads, then column j + 4
+            builder.store(mix(u[j], u[j + 4], first), row(dst_, ds_, j), align=4)
+            builder.store(mix(u[j], u[j + 4], second), row(dst_, ds_, j + 4), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit
-def _copy_typed(sp, dp, w, nd, m):
+def _tile4(sp, dp, so, do, rs, rd, si, di, r0, r1, c0, c1):
+    """One tile of a transpose of 4-byte elements, rows [r0, r1) x columns [c0, c1), one
+    side unit-stride along columns (si == 1: then rd == 1) and the other along rows: 8 x 8
+    blocks through ``_t8x8``, the edges one element at a time."""
+    src = ptr_like(sp, np.uint32(0))
+    dst = ptr_like(dp, np.uint32(0))
+    r8 = r0 + (r1 - r0) // 8 * 8
+    c8 = c0 + (c1 - c0) // 8 * 8
+    for r in range(r0, r8, 8):
+        for c in range(c0, c8, 8):
+            if si == 1:  # src rows along c, dst rows along r
+                _t8x8(sp + 4 * (so + r * rs + c), 4 * rs, dp + 4 * (do + r + c * di), 4 * di)
+            else:  # src rows along r (rs == 1), dst rows along c (di == 1)
+                _t8x8(sp + 4 * (so + r + c * si), 4 * si, dp + 4 * (do + r * rd + c), 4 * rd)
+        for c in range(c8, c1):
+            for i in range(r, r + 8):
+                dst[do + i * rd + c * di] = src[so + i * rs + c * si]
+    for i in range(r8, r1):
+        for c in range(c0, c1):
+            dst[do + i * rd + c * di] = src[so + i * rs + c * si]
+
+
+@njit
+def _copy_typed(sp, dp, w, nd, m, vec4=False):
     src = ptr_like(sp, m)
     dst = ptr_like(dp, m)
     if nd == 0:
@@ -233,12 +296,17 @@ def _copy_typed(sp, dp, w, nd, m):
     outer = start(w, no)
     so = 0
     do = 0
+    # 4-byte elements (the two dims are unit-stride on opposite sides): 8 x 8 vector blocks
+    blocks = vec4 and tile >= 0 and ((si == 1 and rd == 1) or (di == 1 and rs == 1))
     for _ in range(outer):
         if tile >= 0:
             for r0 in range(0, rn, TILE):
                 r1 = min(r0 + TILE, rn)
                 for c0 in range(0, n, TILE):
                     c1 = min(c0 + TILE, n)
+                    if blocks:
+                        _tile4(sp, dp, so, do, rs, rd, si, di, r0, r1, c0, c1)
+                        continue
                     for r in range(r0, r1):
                         s0 = so + r * rs
                         d0 = do + r * rd
@@ -263,7 +331,7 @@ def copy_simplified(sp, dp, w, nd, es):
     if nd < 0:
         return
     if es == 4:
-        _copy_typed(sp, dp, w, nd, np.uint32(0))
+        _copy_typed(sp, dp, w, nd, np.uint32(0), True)
     elif es == 8:
         _copy_typed(sp, dp, w, nd, np.uint64(0))
     elif es == 2:

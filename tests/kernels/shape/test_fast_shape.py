@@ -77,7 +77,11 @@ def dyn(x: np.ndarray, cap) -> ETensor:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,dims", [((2, 3, 4), [2, 0, 1]), ((2, 3, 4), [0, 2, 1]),
                                         ((1, 5, 1, 3, 6), [3, 1, 2, 0, 4]), ((70, 45), [1, 0]),
-                                        ((3, 40, 37), [0, 2, -2]), ((), []), ((0, 3), [1, 0])])
+                                        ((3, 40, 37), [0, 2, -2]), ((), []), ((0, 3), [1, 0]),
+                                        # 4-byte elements go through 8 x 8 register blocks:
+                                        # whole blocks, edges, several tiles, a middle dim
+                                        ((1, 4, 32, 16), [0, 1, 3, 2]), ((2, 67, 45), [0, 2, 1]),
+                                        ((40, 3, 24), [2, 1, 0]), ((8, 9), [1, 0])])
 def test_permute(shape, dims, dtype):
     x = rand(shape, dtype)
     want = check("aten::permute_copy.out", [x, dims], np.transpose(x, dims).shape, dtype)
