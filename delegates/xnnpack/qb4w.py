@@ -33,13 +33,16 @@ class Linear:
     linear reads."""
     input: int | None
     output: int | None
-    weight: np.ndarray  # [n, k] int8 in [-8, 7]
-    scales: np.ndarray  # [n, k // group] float32
+    weight: np.ndarray | None  # [n, k] int8 in [-8, 7] (None once packed into tiles)
+    scales: np.ndarray | None  # [n, k // group] float32 (the same)
     bias: np.ndarray | None  # [n] float32
     group: int
     source: int = -1  # the linear whose output is this one's input (-1: an external input)
     lo: float = -math.inf  # the output clamp
     hi: float = math.inf
+
+    def __post_init__(self):
+        self.n, self.k = self.weight.shape  # (kept when the weights are dropped for their tiles)
 
 
 @dataclass
@@ -159,11 +162,13 @@ def bind(h, ctx, args):
         lins = linears(h.blob, h.named_data) if h.blob is not None else None
         packed = h.qb4w = [] if lins is None else \
             [(lin, q.pack_tiles(lin.weight, lin.scales)) for lin in lins]
+        for lin, _ in packed:  # the tiles hold them now
+            lin.weight = lin.scales = None
     if not packed:
         return None
     rows = 1
     for lin, _ in packed:
-        n, k = lin.weight.shape
+        n, k = lin.n, lin.k
         x = None if lin.input is None else args[lin.input]
         y = None if lin.output is None else args[lin.output]
         if (x is not None and not _fp32_rows(x, k)) or (y is not None and (
@@ -178,7 +183,7 @@ def bind(h, ctx, args):
     outbuf = {}  # linear -> its internal output buffer (rows x n float32)
     for i, (lin, (wt, ws, st)) in enumerate(packed):
         r = q.HEAD + q.REC * i
-        n, k = lin.weight.shape
+        n, k = lin.n, lin.k
         key = ("in", lin.input) if lin.input is not None else ("made", lin.source)
         s[r + q.R_FIRST] = key not in scratch
         if key not in scratch:
@@ -206,7 +211,7 @@ def bind(h, ctx, args):
         s[r + q.R_N], s[r + q.R_K], s[r + q.R_GS] = n, k, lin.group
     ctx.scratch += [s, packed]
     a = int(s.ctypes.data)
-    tiles = min(lin.weight.shape[0] for lin, _ in packed) // q.TILE
+    tiles = min(lin.n for lin, _ in packed) // q.TILE
     n = min(ctx.threads, tiles)
     if n > 1 and all(lin.input is not None for lin, _ in packed):
         # parts over every linear's output tiles (typed_qb4w.qb4w_linears)
@@ -231,7 +236,7 @@ def explain(s: np.ndarray, packed, status: int) -> str:
     if not 0 <= i < len(packed):
         return f"{BACKEND} (math=\"fast\" int4 linears): status {status}"
     lin = packed[i][0]
-    n, k = lin.weight.shape
+    n, k = lin.n, lin.k
     msg = _WHY.get(why, "status {status}").format(k=k, n=n, rows=int(s[q.S_ROWS]),
                                                    status=status)
     src = f"input {lin.input}" if lin.input is not None else f"linear {lin.source}'s output"
