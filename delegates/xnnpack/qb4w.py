@@ -150,6 +150,14 @@ def _fp32_rows(t, k) -> bool:
         and t.shape[-1] == k and t.is_contiguous()
 
 
+def _tiles(q, lin: Linear):
+    """(weights, block sums, scales, 4-bit?) in the kernel's layout: int8 weight tiles, or
+    4-bit ones from ``NIBBLE_WEIGHTS`` weights on."""
+    wt, ws, st = q.pack_tiles(lin.weight, lin.scales)
+    nib = lin.n * lin.k >= q.NIBBLE_WEIGHTS
+    return (q.nibble_tiles(wt) if nib else wt), ws, st, nib
+
+
 def bind(h, ctx, args):
     """The compiled entry running handle ``h``'s linears on our kernels, ``(*call,
     explain)`` (``call``: (fn, block), or split into parts over the output channels,
@@ -160,8 +168,7 @@ def bind(h, ctx, args):
     packed = getattr(h, "qb4w", None)
     if packed is None:
         lins = linears(h.blob, h.named_data) if h.blob is not None else None
-        packed = h.qb4w = [] if lins is None else \
-            [(lin, q.pack_tiles(lin.weight, lin.scales)) for lin in lins]
+        packed = h.qb4w = [] if lins is None else [(lin, _tiles(q, lin)) for lin in lins]
         for lin, _ in packed:  # the tiles hold them now
             lin.weight = lin.scales = None
     if not packed:
@@ -181,7 +188,7 @@ def bind(h, ctx, args):
     s[q.S_LEN], s[q.S_COUNT], s[q.S_ROWS], s[q.S_FAILED] = len(s), len(packed), rows, -1
     scratch = {}  # input -> its quantized rows, 1 / scales, zero points: quantized once a call
     outbuf = {}  # linear -> its internal output buffer (rows x n float32)
-    for i, (lin, (wt, ws, st)) in enumerate(packed):
+    for i, (lin, (wt, ws, st, nib)) in enumerate(packed):
         r = q.HEAD + q.REC * i
         n, k = lin.n, lin.k
         key = ("in", lin.input) if lin.input is not None else ("made", lin.source)
@@ -209,6 +216,7 @@ def bind(h, ctx, args):
         s[r + q.R_BIAS] = 0 if lin.bias is None else lin.bias.ctypes.data
         s[r + q.R_LO], s[r + q.R_HI] = ctx.f64(lin.lo), ctx.f64(lin.hi)
         s[r + q.R_N], s[r + q.R_K], s[r + q.R_GS] = n, k, lin.group
+        s[r + q.R_NIB] = nib
     ctx.scratch += [s, packed]
     a = int(s.ctypes.data)
     tiles = min(lin.n for lin, _ in packed) // q.TILE

@@ -69,6 +69,13 @@ def pack_tiles(w: np.ndarray, scales: np.ndarray):
     return wt.reshape(-1), np.ascontiguousarray(sums, np.int32).reshape(-1), st.reshape(-1)
 
 
+def nibble_tiles(wt: np.ndarray) -> np.ndarray:
+    """``pack_tiles``' int8 weights at 4 bits each, for ``_tile_dot4``: per quad of 32
+    values v, byte j = (v[j] + 8) | (v[j + 16] + 8) << 4."""
+    q = wt.reshape(-1, 32).astype(np.int16) + 8
+    return (q[:, :16] | q[:, 16:] << 4).astype(np.uint8).reshape(-1)
+
+
 def quant_params(row: np.ndarray):
     """(multiplier, zero point, 1 / multiplier) of one float32 row, as XNNPACK computes
     them."""
@@ -119,8 +126,17 @@ def _has_avx2() -> bool:
     return "+avx2" in objcache._magic()[2].split(",")
 
 
-@intrinsic
-def _tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
+def _tile_dot_of(nibbles):
+    """``_tile_dot`` over int8 weight quads (32 bytes each), or with ``nibbles`` over
+    ``nibble_tiles``' 4-bit ones (16 bytes each: half the memory traffic, four more
+    vector operations per quad to unpack)."""
+    @intrinsic
+    def tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
+        return _tile_dot_sig(nibbles)
+    return tile_dot
+
+
+def _tile_dot_sig(nibbles):
     """out[0:8] = (sum over blocks b < nb of float(d_b) * sc[b][0:8]) * inv, with the
     exact int32 d_b = sum (u_k - zu) w_k over the block's ``qpb`` quads of inputs: quad j
     of block b is the four uint8 u = q + 128 at ``pu`` + 4 (b qpb + j), times the TILE x 4
@@ -130,6 +146,7 @@ def _tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
     in 32-bit lanes (``pmaddwd`` with ones). Float multiply then add, never fused."""
     sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
                      types.int64, types.int64, types.int64, types.float32)
+    v16i8 = ir.VectorType(ir.IntType(8), 16)
 
     def codegen(context, builder, signature, args):
         pw_, pu_, pws_, psc_, nb_, qpb_, zu_, pout_, inv_ = args
@@ -139,7 +156,7 @@ def _tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
             ir.VectorType(i16, 32)
         v8i32, v16i32, v8f32 = ir.VectorType(i32, 8), ir.VectorType(i32, 16), \
             ir.VectorType(f32, 8)
-        W = builder.inttoptr(pw_, v32i8.as_pointer())
+        W = builder.inttoptr(pw_, (v16i8 if nibbles else v32i8).as_pointer())
         U = builder.inttoptr(pu_, i32.as_pointer())
         WS = builder.inttoptr(pws_, v8i32.as_pointer())
         S = builder.inttoptr(psc_, v8f32.as_pointer())
@@ -199,6 +216,12 @@ def _tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
                     u = builder.bitcast(splat(v8i32, builder.load(builder.gep(U, [idx]),
                                                                   align=1)), v32i8)
                     w = builder.load(builder.gep(W, [idx]), align=1)
+                    if nibbles:  # byte j: weights j and j + 16 of the quad, each + 8
+                        lo = builder.and_(w, ir.Constant(v16i8, [ir.Constant(i8, 15)] * 16))
+                        hi = builder.lshr(w, ir.Constant(v16i8, [ir.Constant(i8, 4)] * 16))
+                        w = builder.sub(builder.shuffle_vector(lo, hi, ir.Constant(
+                            ir.VectorType(i32, 32), [ir.Constant(i32, j) for j in range(32)])),
+                            ir.Constant(v32i8, [ir.Constant(i8, 8)] * 32))
                     return builder.add(acc, pairs8(u, w))
                 with builder.if_else(builder.icmp_signed("==", cnt, eight)) as (full, part):
                     with full:  # eight quads, unrolled (a loop's overhead was half the time)
@@ -222,6 +245,10 @@ def _tile_dot(typingctx, pw, pu, pws, psc, nb, qpb, zu, pout, inv):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+_tile_dot = _tile_dot_of(False)
+_tile_dot4 = _tile_dot_of(True)
 
 
 # ---- the rows' quantization ------------------------------------------------------------------
@@ -272,15 +299,16 @@ S_LEN, S_COUNT, S_ROWS, S_FAILED, S_WHY = range(5)
 S_SIZES = 8  # 8 words: an out's sizes while it is resized
 HEAD = 16
 R_IN, R_SRC, R_INBUF, R_OUT, R_OUTBUF, R_ROOT, R_W, R_WS, R_SC, R_BIAS, R_LO, R_HI, R_N, R_K, \
-    R_GS, R_T, R_XD, R_INV, R_ZU, R_FIRST = range(20)
-REC = 20
+    R_GS, R_T, R_XD, R_INV, R_ZU, R_FIRST, R_NIB = range(21)
+REC = 21
 # R_IN: the input's descriptor, or 0 when another linear of the graph makes it: linear R_SRC,
 # into R_INBUF (an internal value: rows x K float32 the binder allocated). R_OUT: the
 # output's descriptor, or 0 for an internal value at R_OUTBUF. R_ROOT: the linear whose
 # input descriptor gives this one's leading dimensions (itself, or its chain's first).
 # R_LO, R_HI: the output clamp (float64 bits). R_T: rows this call. R_XD, R_INV, R_ZU: the
 # input's quantized rows, 1 / scales and zero points + 128 (one scratch per input);
-# R_FIRST: 1 for the first linear of its input, which quantizes it.
+# R_FIRST: 1 for the first linear of its input, which quantizes it. R_NIB: 1 when the
+# weights are ``nibble_tiles`` (a large matrix: the kernel is then bound by memory).
 # why a call failed (S_WHY), for ``explain``
 WHY_SHAPE, WHY_ROWS, WHY_RESIZE, WHY_DATA = 1, 2, 3, 4
 # the argument block: [state, part, parts]. parts 0: the whole call, linear by linear;
@@ -290,6 +318,11 @@ WHY_SHAPE, WHY_ROWS, WHY_RESIZE, WHY_DATA = 1, 2, 3, 4
 # for every row (the same operations whichever thread runs them)
 PART_PREP = -1
 SPLIT_MACS = 1 << 17
+# weights from which a matrix is kept at 4 bits (``nibble_tiles``): past the caches the int8
+# tiles are bound by memory. One thread here, a matrix read over and over: int8 51 GMAC/s in
+# L2, 44 at 4 MB, 23 at 16 MB, 19 at 64 MB; 4-bit 33-35 up to 16 MB, 25 at 64 MB. A model
+# with 4 MB matrices streams all of its weights from memory each token: 4 bits there
+NIBBLE_WEIGHTS = 1 << 22
 
 
 @njit
@@ -353,12 +386,18 @@ def _compute(s, i, part, parts):
     nb, qpb = K // gs, gs // 4
     lo, hi = np.float32(bits_to_f64(s[r + R_LO])), np.float32(bits_to_f64(s[r + R_HI]))
     clamp = lo > -np.inf or hi < np.inf
+    nib = s[r + R_NIB]
     for t in range(T):
         ut = s[r + R_XD] + t * K
         for q in range(q0, q1):
-            _tile_dot(s[r + R_W] + q * K * TILE, ut, s[r + R_WS] + 4 * q * nb * TILE,
-                      s[r + R_SC] + 4 * q * nb * TILE, nb, qpb, zu[t],
-                      out + 4 * (t * N + q * TILE), inv[t])
+            if nib:
+                _tile_dot4(s[r + R_W] + q * K * TILE // 2, ut, s[r + R_WS] + 4 * q * nb * TILE,
+                           s[r + R_SC] + 4 * q * nb * TILE, nb, qpb, zu[t],
+                           out + 4 * (t * N + q * TILE), inv[t])
+            else:
+                _tile_dot(s[r + R_W] + q * K * TILE, ut, s[r + R_WS] + 4 * q * nb * TILE,
+                          s[r + R_SC] + 4 * q * nb * TILE, nb, qpb, zu[t],
+                          out + 4 * (t * N + q * TILE), inv[t])
         if s[r + R_BIAS] != 0:
             bias = ptr_like(s[r + R_BIAS], _F0)
             for n in range(q0 * TILE, q1 * TILE):

@@ -38,7 +38,7 @@ def _run(lins, args, rows_cap=None):
     tensors = [a for a in args if isinstance(a, ETensor)]
     table = DescTable(tensors, [t.storage for t in tensors])
     ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [], math="fast")
-    h = types.SimpleNamespace(qb4w=[(lin, q.pack_tiles(lin.weight, lin.scales))
+    h = types.SimpleNamespace(qb4w=[(lin, qb4w._tiles(q, lin))
                                     for lin in lins])
     r = qb4w.bind(h, ctx, args)
     fn, block, explain = r[0], r[1], r[-1]
@@ -61,7 +61,10 @@ def _tensor(a, cap=None):
     (8, 32, 32, 1, False), (16, 64, 32, 1, True), (24, 96, 32, 3, True),
     (32, 256, 64, 2, False), (64, 128, 128, 5, True), (8, 8, 4, 1, True),
     (16, 288, 96, 2, True)])
-def test_matches_reference(n, k, gs, rows, bias):
+@pytest.mark.parametrize("nibbles", [False, True])
+def test_matches_reference(n, k, gs, rows, bias, nibbles, monkeypatch):
+    """int8 weight tiles, and 4-bit ones (what a large matrix gets): the same bits."""
+    monkeypatch.setattr(q, "NIBBLE_WEIGHTS", 0 if nibbles else 1 << 40)
     lin = _linear(n, k, gs, bias)
     x = (RNG.standard_normal((1, rows, k)) * 3).astype(np.float32)
     out = ETensor.empty(from_numpy_dtype(np.float32), (1, 255, n),
@@ -114,7 +117,7 @@ def test_bad_shapes_are_named():
     tensors = args
     table = DescTable(tensors, [t.storage for t in tensors])
     ctx = BindContext(table, {id(t): i for i, t in enumerate(tensors)}, [], math="fast")
-    h = types.SimpleNamespace(qb4w=[(lin, q.pack_tiles(lin.weight, lin.scales))])
+    h = types.SimpleNamespace(qb4w=[(lin, qb4w._tiles(q, lin))])
     fn, block, explain = qb4w.bind(h, ctx, args)
     call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)
     assert call(block) == 0
@@ -159,8 +162,10 @@ def test_a_target_without_avx2_computes_the_same_bits(tmp_path):
         "from pyruntime.kernels.quantized import typed_qb4w as q\n"
         "from tests.kernels.quantized import test_qb4w as t\n"
         "ok = []\n"
-        "for case in [(16, 64, 32, 2, True), (8, 288, 96, 1, False)]:\n"
-        "    t.test_matches_reference(*case)\n"
+        "class MP:\n"
+        "    setattr = staticmethod(setattr)\n"
+        "for case in [(16, 64, 32, 2, True, False), (8, 288, 96, 1, False, True)]:\n"
+        "    t.test_matches_reference(*case, MP)\n"
         "    ok.append(case[0])\n"
         "t.test_rows_of_every_kind()\n"
         "print(json.dumps({'avx2': q._has_avx2(), 'ok': ok}))\n")
