@@ -9,12 +9,13 @@ Programs come from tests.llm.fixtures (exported by ExecuTorch's export_llama fro
 random checkpoints; ``--size bench``: dim 256, 4 layers, context 256, vocabulary
 2048; ``--size tiny``: the tests' programs). Both runners generate greedily from the
 same prompt on the same .pte, interleaved round by round (each round: reset, then
-generate). ``--math fast`` rows run pyruntime with ``math="fast"`` (8da4w linears on its own
-int4 kernels instead of XNNPACK: ``delegates.xnnpack.qb4w``). Both are timed the same way from outside, with ``time.perf_counter`` in
-the per-token callback (ExecuTorch's own stats count whole milliseconds): time to
-first token from the call, prefill tok/s = prompt tokens / time to first token,
-decode tok/s = (tokens - 1) / (last token time - first token time). Medians over
-rounds. "same" says whether the greedy outputs were equal in every round.
+generate). ``--math fast`` rows run pyruntime with ``math="fast"`` (8da4w linears on its
+own int4 kernels instead of XNNPACK: ``delegates.xnnpack.qb4w``). Both are timed the same
+way from outside, with ``time.perf_counter`` in the per-token callback (ExecuTorch's own
+stats count whole milliseconds): time to first token from the call, prefill tok/s =
+prompt tokens / time to first token, decode tok/s = (tokens - 1) / (last token time -
+first token time). Medians over rounds. "same" says whether the greedy outputs were equal
+in every round.
 Needs torch + executorch (the fixtures and the reference), not pyruntime's runtime.
 """
 from __future__ import annotations
