@@ -24,7 +24,8 @@ import numpy as np
 
 from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, PAD_GAP,
-                                                 channel_epilogue, direct_conv)
+                                                 SMALL_PLANE, channel_epilogue, direct_conv,
+                                                 planes8_scratch, planes8_scratch_nb)
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
@@ -246,6 +247,8 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             # the zero-padded plane (if padded), then a flat stride-1 3x3 output plane
             need = ((H + 2 * ph) * (W + 2 * pw) + PAD_GAP if ph or pw else 0) \
                 + H * (W + 2 * pw) + 2 * ph * (W + 2 * pw)
+            if O == g and KH == 3 and KW == 3 and OH * OW <= SMALL_PLANE:
+                need += planes8_scratch_nb(H, W, ph, pw, OH, OW)
         else:
             kg = Cg * KH * KW
             need = (0 if pointwise else kg * (c1 - c0)) + gemm_scratch(O // g, c1 - c0, kg)
@@ -319,7 +322,9 @@ def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
            for i in range(2)]
     if cg == 1:  # the padded plane (if padded), then a flat output plane as wide
         padded = prod(sp[i] + 2 * padding[i] for i in range(2))
-        return (padded + PAD_GAP if any(padding) else 0) + padded
+        eight = planes8_scratch(sp[0], sp[1], padding[0], padding[1], osp[0], osp[1]) \
+            if og == 1 and kern == [3, 3] and osp[0] * osp[1] <= SMALL_PLANE else 0
+        return (padded + PAD_GAP if any(padding) else 0) + padded + eight
     pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]
     kg, L = cg * prod(kern), prod(osp)
     return (0 if pointwise else kg * L) + scratch_size(og, L, kg)

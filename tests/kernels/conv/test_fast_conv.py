@@ -58,6 +58,11 @@ CASES = [
     ((1, 2, 9, 10), (4, 1, 3, 3), True, [2, 2], [2, 2], [2, 2], 2),          # dw s2 dilated
     ((1, 2, 12, 9), (4, 1, 3, 3), False, [2, 2], [0, 1], [1, 1], 2),         # dw s2 pad cols
     ((1, 2, 6, 66), (4, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 2),          # dw s1, 66 wide
+    # small depthwise 3x3 planes go eight channels at a time: groups of eight and the
+    # planes left over, two images, stride 2 and dilation, 3x3 planes
+    ((2, 20, 4, 4), (20, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 20),        # dw 4x4 planes
+    ((1, 16, 7, 8), (16, 1, 3, 3), False, [2, 2], [2, 1], [2, 1], 16),       # dw s2 dilated
+    ((1, 24, 3, 3), (24, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 24),        # dw 3x3 planes
 ]
 
 
@@ -229,3 +234,48 @@ def test_split_parts_report_errors(monkeypatch):
     status, n = call_split(OP, x, w, None, *common, static_out((1, 4, 3, 3), np.float32),
                            threads=2)
     assert status != 0 and n == 2
+
+
+@pytest.mark.parametrize("act", [("relu",), ("clamp", -0.5, 0.5)])
+@pytest.mark.parametrize("shape,stride", [((2, 20, 4, 4), 1), ((1, 16, 7, 7), 2)])
+def test_fused_small_depthwise_planes_eight_at_a_time(act, shape, stride):
+    """A depthwise 3x3 convolution over small planes (eight channels per vector, the
+    planes left over one at a time) fused with a batch norm and relu or clamp: the
+    unfused operations' bits (NaN, infinities and -0.0 in the input)."""
+    from pyruntime.kernels.conv.typed import bind_fused
+
+    c = shape[1]
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 2).astype(np.float32)
+    x[0, 0, 1, 1], x[0, 9, 2, 2], x[-1, 3, 0, 0], x[0, 12, 3, 2] = np.nan, np.inf, -0.0, -np.inf
+
+    def const(a):
+        a = np.ascontiguousarray(a, np.float32)
+        a.flags.writeable = False
+        return ETensor.from_array(a)
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    cb, mu, bw, bb = (rng.standard_normal(c).astype(np.float32) for _ in range(4))
+    var = (rng.random(c) + 0.1).astype(np.float32)
+    eps = 1e-5
+    oh = (shape[2] + 2 - 3) // stride + 1
+    xt, out = ETensor.from_array(x), static_out((shape[0], c, oh, oh), np.float32)
+    conv = (xt, const(w), const(cb), [stride, stride], [1, 1], [1, 1], False, [0, 0], c)
+    bn = (const(bw), const(bb), const(mu), const(var), eps)
+    ts = [xt, conv[1], conv[2], out, *bn[:4]]
+    table = DescTable(ts, [t.storage for t in ts])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [])
+    fn, block = bind_fused(ctx, conv, bn, act, out)
+    assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)(block) == 0
+    table.pull(3, out)
+    y = static_out(out.shape, np.float32)
+    call(OP, x, w, None, [stride, stride], [1, 1], [1, 1], False, [0, 0], c, y)
+    inv = (1.0 / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
+    k = (None, slice(None), None, None)
+    v = ((y.numpy() + cb[k]) - mu[k]) * inv[k] * bw[k] + bb[k]
+    if act[0] == "relu":
+        want = np.where((v > 0) | np.isnan(v), v, np.float32(0))
+    else:
+        lo, hi = np.float32(act[1]), np.float32(act[2])
+        want = np.where(v < lo, lo, v)
+        want = np.where(want > hi, hi, want)
+    np.testing.assert_array_equal(out.numpy().view(np.uint32), want.view(np.uint32))
