@@ -144,6 +144,8 @@ def _taps8(typingctx, pin, r1, c1, pw, pout):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
 # output positions up to which a depthwise 3x3 plane goes eight at a time: the copies in
 # and out are one element at a time, so only tiny planes gain (MobileNetV2 at 96x96: the
 # 3x3 planes 2x faster; its 6x6 ones were 2x slower this way)
@@ -166,10 +168,10 @@ def _planes8(buf, ba, at, xp, xb, H, W, wf, oc, of, ob, ph, pw, sh, sw, dh, dw, 
     planes at ``xp[xb + c H W]``, outputs at ``of[ob + c OH OW]``), a channel per vector
     lane: a tiny plane is mostly edges and loop set-up one plane at a time (960 planes of
     3x3: 70 ns each). float32 only; ``buf`` at address ``ba``. In ``buf[at:]``: the
-    zero-padded planes as [Hp Wp][8], the taps as
-    [9][8], the outputs as [OH OW][8], which are then scattered to the planes. Each lane
-    adds its nine products to zero in ExecuTorch's order, then runs ``channel_epilogue``'s
-    operations: the same bits as one plane at a time."""
+    zero-padded planes as [Hp Wp][8], the taps as [9][8], the outputs as [OH OW][8], which
+    are then scattered to the planes. Each lane adds its nine products to zero in
+    ExecuTorch's order, then runs ``channel_epilogue``'s operations: the same bits as one
+    plane at a time."""
     Hp, Wp = H + 2 * ph, W + 2 * pw
     wt = at + LANES * Hp * Wp
     ot = wt + LANES * 9
