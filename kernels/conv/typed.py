@@ -24,8 +24,8 @@ import numpy as np
 
 from pyruntime.cython_ext.abi import D_DATA, D_NDIM, D_NUMEL, D_SIZES
 from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RELU, PAD_GAP,
-                                                 SMALL_PLANE, channel_epilogue, direct_conv,
-                                                 planes8_scratch, planes8_scratch_nb)
+                                                 channel_epilogue, direct_conv)
+from pyruntime.kernels.conv.typed_lanes import LANES, lanes_scratch, lanes_scratch_nb
 from pyruntime.kernels.fast.deferred import carray, njit
 from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
@@ -221,7 +221,15 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
     p0, p1, c0, c1, r0, r1 = 0, N * O, 0, L, 0, O // g
     al = block[B_ROWS]
     byrow = al > 0 and g == 1 and Cg != 1
-    if Cg == 1:  # whole planes of the direct loop
+    if Cg == 1 and O == g and KH == 3 and KW == 3 and item == 4:
+        # whole groups of eight planes (``typed_lanes``): a plane is computed eight at a
+        # time or alone (the remainder of an image's channels) whatever the split, and
+        # math="fast" rounds the two ways differently
+        G = (O + LANES - 1) // LANES
+        g0, g1 = N * G * part // npart, N * G * (part + 1) // npart
+        p0 = g0 // G * O + min(O, g0 % G * LANES)
+        p1 = g1 // G * O + min(O, g1 % G * LANES)
+    elif Cg == 1:  # whole planes of the direct loop
         p0, p1 = N * O * part // npart, N * O * (part + 1) // npart
     elif byrow:  # output channels: whole panels of the packed weight
         panels = (O + al - 1) // al
@@ -233,7 +241,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
     # this part's output channels of each plane range [p0, p1): all, or its rows
     q0, q1 = (r0, r1) if byrow else (0, O)
     of = ptr_like(o[D_DATA], zero)
-    if Cg == 1 or x[D_NUMEL] == 0:
+    if x[D_NUMEL] == 0:  # (``direct_conv`` zeroes the planes it adds onto)
         for p in range(p0, p1):
             if q0 <= p % O < q1:
                 for i in range(p * L + c0, p * L + c1):
@@ -247,8 +255,8 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             # the zero-padded plane (if padded), then a flat stride-1 3x3 output plane
             need = ((H + 2 * ph) * (W + 2 * pw) + PAD_GAP if ph or pw else 0) \
                 + H * (W + 2 * pw) + 2 * ph * (W + 2 * pw)
-            if O == g and KH == 3 and KW == 3 and OH * OW <= SMALL_PLANE:
-                need += planes8_scratch_nb(H, W, ph, pw, OH, OW)
+            if O == g and KH == 3 and KW == 3:
+                need += lanes_scratch_nb(H, W, ph, pw, OH, OW, sh, dh)
         else:
             kg = Cg * KH * KW
             need = (0 if pointwise else kg * (c1 - c0)) + gemm_scratch(O // g, c1 - c0, kg)
@@ -258,7 +266,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             buf = np.full(need, zero)
         if Cg == 1:
             direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW,
-                    zero, item, ep, flags, p0, p1)
+                    zero, item, ep, block[B_EP], flags, p0, p1, block[B_FMA])
         else:
             wt = block[B_WT]
             wk = block[B_WK] if wt else 0
@@ -322,8 +330,9 @@ def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
            for i in range(2)]
     if cg == 1:  # the padded plane (if padded), then a flat output plane as wide
         padded = prod(sp[i] + 2 * padding[i] for i in range(2))
-        eight = planes8_scratch(sp[0], sp[1], padding[0], padding[1], osp[0], osp[1]) \
-            if og == 1 and kern == [3, 3] and osp[0] * osp[1] <= SMALL_PLANE else 0
+        eight = lanes_scratch(sp[0], sp[1], padding[0], padding[1], osp[0], osp[1],
+                              stride[0], dilation[0]) \
+            if og == 1 and kern == [3, 3] else 0
         return (padded + PAD_GAP if any(padding) else 0) + padded + eight
     pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]
     kg, L = cg * prod(kern), prod(osp)
@@ -415,9 +424,12 @@ def _conv_words(ctx, input, weight, bias, stride, padding, dilation, transposed,
 def _bind(ctx, words, parts, rows, tail, weight):
     """The whole call's block, and its parts' (``BindContext.bind_split``)."""
     fn = lazy(conv_kernel)
-    # math="fast": the gemm's multiply-adds fused (the direct loop of a depthwise
-    # convolution is bound by its loads: it runs as in exact mode)
-    fma = ctx.pick_fast() if weight.shape[1] != 1 and has_fma() else 0
+    # math="fast": the gemm's multiply-adds fused, and a float32 depthwise 3x3's
+    # (``typed_lanes``; other direct loops are bound by their loads: they run as in exact
+    # mode)
+    lanes = weight.shape[0] == words[B_G] and tuple(weight.shape[2:]) == (3, 3) \
+        and weight.dtype == np.float32
+    fma = ctx.pick_fast() if (weight.shape[1] != 1 or lanes) and has_fma() else 0
     if not parts:
         return ctx.bind(fn, words + tail + [0, 0, 0, fma])
     n = len(parts)

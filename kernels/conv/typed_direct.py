@@ -8,10 +8,10 @@ of the plane when there is padding: memory-bound, so no gemm.
 """
 from __future__ import annotations
 
-from llvmlite import ir
-
-from pyruntime.cython_ext.abi import D_DATA
-from pyruntime.kernels.fast.deferred import intrinsic, njit, types
+from pyruntime.cython_ext.abi import D_DATA, D_NUMEL
+from pyruntime.kernels.conv.typed_lanes import (LANES, ROW_EPILOGUE, ROW_FMA, ROW_RELU,
+                                                lanes_start, planes8)
+from pyruntime.kernels.fast.deferred import njit
 from pyruntime.kernels.fast.nb import ptr_like
 
 # what a fused epilogue runs (``bind_fused``'s flags)
@@ -67,12 +67,14 @@ def _pad_plane(dst, xp, xb, H, W, ph, pw, borders):
 
 @njit
 def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, zero,
-            item, ep, flags, p0, p1):
+                item, ep, ep_address, flags, p0, p1, fma):
     """One input channel per group: every output row is a sum over the kernel taps of
     strided input rows, read from a zero-padded copy of the plane when there is padding,
     added tap by tap onto the zeroed out. 3x3 kernels (most depthwise convolutions) sum
-    their nine taps in registers, left to right: the same sum. The fused epilogue (if
-    any) runs on each plane as soon as it is done. Output planes [p0, p1) of the N * O."""
+    their nine taps in registers, left to right: the same sum; float32 depthwise ones
+    eight channels at a time (``typed_lanes.planes8``; ``fma``: fused multiply-adds). The
+    fused epilogue (if any) runs on each plane as soon as it is done. Output planes
+    [p0, p1) of the N * O."""
     pad = ptr_like(buf.ctypes.data, zero)
     Hp = H + 2 * ph
     tmp = ptr_like(buf.ctypes.data + (Hp * (W + 2 * pw) + PAD_GAP if ph or pw else 0) * item,
@@ -84,18 +86,23 @@ def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, 
     wf = ptr_like(w[0], zero)
     of = ptr_like(o[D_DATA], zero)
     og = O // g
-    # small depthwise 3x3 planes eight channels at a time (``_planes8``), in the scratch
-    # after the one-plane loop's (so the padded plane's borders, written once, stay)
-    lanes = og == 1 and KH == 3 and KW == 3 and OH * OW <= SMALL_PLANE and item == 4
-    base8 = ((H + 2 * ph) * (W + 2 * pw) + PAD_GAP if ph or pw else 0) \
-        + (H + 2 * ph) * (W + 2 * pw)
+    # eight channels at a time in the scratch after the one-plane loop's (so the padded
+    # plane's borders, written once, stay)
+    lanes = og == 1 and KH == 3 and KW == 3 and item == 4
+    mode = (ROW_FMA if fma else 0) | (ROW_EPILOGUE if flags else 0) \
+        | (ROW_RELU if flags & EP_RELU else 0)
+    base8 = lanes_start(buf.ctypes.data, ((H + 2 * ph) * (W + 2 * pw) + PAD_GAP if ph or pw
+                                          else 0) + (H + 2 * ph) * (W + 2 * pw))
     p = p0
     borders = True  # (the first padded plane writes the zero borders)
+    fresh = True  # (and the first eight planes theirs)
     while p < p1:
         n, oc = p // O, p % O
-        if lanes and p + LANES <= p1 and oc + LANES <= O:
-            _planes8(pad, buf.ctypes.data, base8, xp, (n * C + oc) * H * W, H, W, wf, oc, of,
-                     p * OH * OW, ph, pw, sh, sw, dh, dw, OH, OW, zero, ep, O, flags)
+        if lanes and oc + LANES <= O:  # (a part holds whole groups: ``_conv_part``)
+            planes8(buf, buf.ctypes.data, base8, x[D_DATA], (n * C + oc) * H * W, x[D_NUMEL],
+                    H, W, w[0], oc, o[D_DATA], p * OH * OW, ph, pw, sh, sw, dh, dw, OH, OW,
+                    zero, ep_address, O, mode, fresh)
+            fresh = False
             p += LANES
             continue
         xb = (n * C + oc // og) * H * W
@@ -107,106 +114,13 @@ def direct_conv(buf, x, w, o, N, C, H, W, O, g, KH, KW, sh, sw, ph, pw, dh, dw, 
         else:
             src, sb = xp, xb
         ob = p * OH * OW
+        for i in range(ob, ob + OH * OW):
+            of[i] = zero
         _direct_plane(src, sb, wf, oc * KH * KW, of, ob, tmp, W + 2 * pw, KH, KW, sh, sw,
                       dh, dw, OH, OW, ph or pw)
         if flags:
             channel_epilogue(of, ob, OH * OW, oc, O, ep, flags)
         p += 1
-
-
-LANES = 8  # channels computed side by side by ``_planes8``
-
-
-@intrinsic
-def _taps8(typingctx, pin, r1, c1, pw, pout):
-    """Eight float32 lanes at ``pout`` = 0 + w0 x0 + ... + w8 x8, in that order (a multiply
-    then an add, never fused): tap (ki, kj)'s inputs at ``pin`` + ki r1 + kj c1 and its
-    weights at ``pw`` + 32 (3 ki + kj) (byte addresses, eight floats each)."""
-    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        pin_, r1_, c1_, pw_, pout_ = args
-        f32 = ir.FloatType()
-        v8 = ir.VectorType(f32, 8)
-        i64 = ir.IntType(64)
-
-        def vec(addr):
-            return builder.load(builder.inttoptr(addr, v8.as_pointer()), align=4)
-        acc = ir.Constant(v8, [ir.Constant(f32, 0.0)] * 8)
-        for ki in range(3):
-            for kj in range(3):
-                off = builder.add(builder.mul(r1_, ir.Constant(i64, ki)),
-                                  builder.mul(c1_, ir.Constant(i64, kj)))
-                x = vec(builder.add(pin_, off))
-                w = vec(builder.add(pw_, ir.Constant(i64, 32 * (3 * ki + kj))))
-                acc = builder.fadd(acc, builder.fmul(w, x))
-        builder.store(acc, builder.inttoptr(pout_, v8.as_pointer()), align=4)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-# output positions up to which a depthwise 3x3 plane goes eight at a time: the copies in
-# and out are one element at a time, so only tiny planes gain (MobileNetV2 at 96x96: the
-# 3x3 planes 2x faster; its 6x6 ones were 2x slower this way)
-SMALL_PLANE = 16
-
-
-def planes8_scratch(H, W, ph, pw, OH, OW):
-    """Scratch elements ``_planes8`` needs: the eight padded planes channel-last, the
-    taps, the eight output planes channel-last."""
-    return LANES * ((H + 2 * ph) * (W + 2 * pw) + 9 + OH * OW)
-
-
-planes8_scratch_nb = njit(inline="always")(planes8_scratch)
-
-
-@njit
-def _planes8(buf, ba, at, xp, xb, H, W, wf, oc, of, ob, ph, pw, sh, sw, dh, dw, OH, OW, zero,
-             ep, O, flags):
-    """Eight depthwise 3x3 output planes at once, channels oc..oc+7 of one image (input
-    planes at ``xp[xb + c H W]``, outputs at ``of[ob + c OH OW]``), a channel per vector
-    lane: a tiny plane is mostly edges and loop set-up one plane at a time (960 planes of
-    3x3: 70 ns each). float32 only; ``buf`` at address ``ba``. In ``buf[at:]``: the
-    zero-padded planes as [Hp Wp][8], the taps as [9][8], the outputs as [OH OW][8], which
-    are then scattered to the planes. Each lane adds its nine products to zero in
-    ExecuTorch's order, then runs ``channel_epilogue``'s operations: the same bits as one
-    plane at a time."""
-    Hp, Wp = H + 2 * ph, W + 2 * pw
-    wt = at + LANES * Hp * Wp
-    ot = wt + LANES * 9
-    for i in range(at, wt):
-        buf[i] = zero
-    for c in range(LANES):
-        for ih in range(H):
-            d = at + ((ih + ph) * Wp + pw) * LANES + c
-            s = xb + c * H * W + ih * W
-            for iw in range(W):
-                buf[d + iw * LANES] = xp[s + iw]
-        for k in range(9):
-            buf[wt + k * LANES + c] = wf[(oc + c) * 9 + k]
-    r1, c1 = 4 * dh * Wp * LANES, 4 * dw * LANES  # (bytes)
-    for oh in range(OH):
-        for ow in range(OW):
-            _taps8(ba + 4 * (at + (oh * sh * Wp + ow * sw) * LANES), r1, c1, ba + 4 * wt,
-                   ba + 4 * (ot + (oh * OW + ow) * LANES))
-    n = OH * OW
-    if flags:  # channel_epilogue's operations, lane by lane
-        for q in range(n):
-            o = ot + q * LANES
-            for c in range(LANES):
-                k = oc + c
-                v = ((buf[o + c] + ep[k]) - ep[O + k]) * ep[2 * O + k] * ep[3 * O + k] \
-                    + ep[4 * O + k]
-                if flags & EP_RELU:
-                    v = v if v > 0 or v != v else zero
-                else:
-                    v = ep[5 * O + k] if v < ep[5 * O + k] else v
-                    v = ep[6 * O + k] if v > ep[6 * O + k] else v
-                buf[o + c] = v
-    for c in range(LANES):
-        for q in range(n):
-            of[ob + c * n + q] = buf[ot + q * LANES + c]
 
 
 @njit

@@ -113,10 +113,10 @@ def bind_fast(name: str, *args, typed: bool = False):
     return run
 
 
-def call_split(name: str, *args, threads: int):
-    """Bind ``name``'s compiled kernel with up to ``threads`` parts and run it as the fast
-    loop does (prep, the parts on the loop's thread pool, post): (status, number of parts;
-    1 when the binder did not split it)."""
+def call_split(name: str, *args, threads: int, math: str = "exact"):
+    """Bind ``name``'s compiled kernel with up to ``threads`` parts (and ``math``) and run
+    it as the fast loop does (prep, the parts on the loop's thread pool, post): (status,
+    number of parts; 1 when the binder did not split it)."""
     from pyruntime.cython_ext._loop import Loop
     from pyruntime.cython_ext.desc import DescTable
     from pyruntime.kernels.fast import get_binder
@@ -125,7 +125,7 @@ def call_split(name: str, *args, threads: int):
     vals = [as_value(a) for a in args]
     ts = [v for v in vals if isinstance(v, ETensor)]
     table = DescTable(ts, [t.storage for t in ts])
-    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [], threads)
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [], threads, math)
     r = get_binder(name)(ctx, *vals)
     loop = Loop(1)
     loop.set_kernel(0, *r)

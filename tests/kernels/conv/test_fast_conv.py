@@ -64,6 +64,21 @@ CASES = [
     ((1, 16, 7, 8), (16, 1, 3, 3), False, [2, 2], [2, 1], [2, 1], 16),       # dw s2 dilated
     ((1, 24, 3, 3), (24, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 24),        # dw 3x3 planes
 ]
+# float32 depthwise 3x3 eight channels at a time at every size (kernels.conv.typed_lanes):
+# a ring of input rows (planes over 32 KB), output rows moved to the front (outputs over
+# 32 KB), groups of eight and the rest, narrow planes read eight wide into their pad or one
+# element at a time (and the input's last row), mixed strides and dilations
+LANES_CASES = [
+    ((1, 16, 40, 40), (16, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 16),      # ring, rows out
+    ((2, 12, 37, 45), (12, 1, 3, 3), False, [2, 2], [1, 1], [1, 1], 12),     # ring s2, 8 + 4
+    ((1, 8, 35, 33), (8, 1, 3, 3), True, [1, 1], [2, 2], [2, 2], 8),         # ring of 5 rows
+    ((1, 8, 7, 7), (8, 1, 3, 3), True, [1, 1], [1, 1], [1, 1], 8),           # 7 wide + pad
+    ((1, 16, 5, 6), (16, 1, 3, 3), False, [1, 1], [1, 1], [1, 1], 16),       # 6 wide
+    ((1, 8, 9, 7), (8, 1, 3, 3), True, [1, 1], [1, 0], [1, 1], 8),           # rows padded
+    ((1, 8, 10, 12), (8, 1, 3, 3), True, [2, 1], [1, 1], [1, 2], 8),         # mixed
+    ((3, 8, 6, 9), (8, 1, 3, 3), False, [1, 2], [0, 0], [1, 1], 8),          # unpadded
+]
+CASES += LANES_CASES
 
 
 def _args(case, dtype):
@@ -237,11 +252,13 @@ def test_split_parts_report_errors(monkeypatch):
 
 
 @pytest.mark.parametrize("act", [("relu",), ("clamp", -0.5, 0.5)])
-@pytest.mark.parametrize("shape,stride", [((2, 20, 4, 4), 1), ((1, 16, 7, 7), 2)])
-def test_fused_small_depthwise_planes_eight_at_a_time(act, shape, stride):
-    """A depthwise 3x3 convolution over small planes (eight channels per vector, the
-    planes left over one at a time) fused with a batch norm and relu or clamp: the
-    unfused operations' bits (NaN, infinities and -0.0 in the input)."""
+@pytest.mark.parametrize("shape,stride", [((2, 20, 4, 4), 1), ((1, 16, 7, 7), 2),
+                                          ((1, 16, 40, 40), 1), ((2, 16, 37, 37), 2)])
+def test_fused_depthwise_eight_channels_at_a_time(act, shape, stride):
+    """A depthwise 3x3 convolution (eight channels per vector, the planes left over one at
+    a time; small planes held whole, large ones through the ring of rows) fused with a
+    batch norm and relu or clamp: the unfused operations' bits (NaN, infinities and -0.0
+    in the input)."""
     from pyruntime.kernels.conv.typed import bind_fused
 
     c = shape[1]
@@ -279,3 +296,26 @@ def test_fused_small_depthwise_planes_eight_at_a_time(act, shape, stride):
         want = np.where(v < lo, lo, v)
         want = np.where(want > hi, hi, want)
     np.testing.assert_array_equal(out.numpy().view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("case", LANES_CASES)
+def test_depthwise_fast_math_is_close_and_the_same_at_every_split(case, monkeypatch):
+    """math="fast": a float32 depthwise 3x3 convolution takes its nine taps by fused
+    multiply-adds (where the target has FMA), within 1e-4 x max(1, |ref|) of the exact
+    result; its parts hold whole groups of eight channels, so a channel is computed the
+    same way at every thread count (the same bits at 1, 2 and 3)."""
+    from pyruntime.kernels.conv import typed as conv
+    from pyruntime.kernels.fast.gemm import has_fma
+
+    monkeypatch.setattr(conv, "SPLIT_MACS", 0)
+    args, want = _args(case, np.float32)
+    outs = []
+    for threads in (1, 2, 3):
+        out = static_out(want.shape, np.float32)
+        status, _ = call_split(OP, *args, out, threads=threads, math="fast")
+        assert status == 0
+        outs.append(out.numpy().copy())
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.view(np.uint32), outs[0].view(np.uint32))
+    assert np.all(np.abs(outs[0] - want) <= 1e-4 * np.maximum(1, np.abs(want)))
+    assert has_fma() != np.array_equal(outs[0], want)  # fused where the target has FMA
