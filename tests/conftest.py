@@ -7,6 +7,7 @@ A run of the whole suite also builds its fixtures in a second process meanwhile
 (``tests/prebuild.py``)."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -57,6 +58,13 @@ def pytest_make_collect_report(collector):
     msg = _record(outcome.get_result())
     if msg is not None:
         _ci_failures.append(f"{collector.nodeid}: {msg}")
+
+
+def pytest_configure(config):
+    # under CI, the slowest tests close the log: what a run from empty caches spends its
+    # time on (the run's budget, README)
+    if os.environ.get("CI") == "true" and not config.option.durations:
+        config.option.durations = 25
 
 
 def pytest_collection_finish(session):
