@@ -256,7 +256,7 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             need = ((H + 2 * ph) * (W + 2 * pw) + PAD_GAP if ph or pw else 0) \
                 + H * (W + 2 * pw) + 2 * ph * (W + 2 * pw)
             if O == g and KH == 3 and KW == 3:
-                need += lanes_scratch_nb(H, W, ph, pw, OH, OW, sh, dh)
+                need += lanes_scratch_nb(H, W, ph, pw, OH, OW, dh)
         else:
             kg = Cg * KH * KW
             need = (0 if pointwise else kg * (c1 - c0)) + gemm_scratch(O // g, c1 - c0, kg)
@@ -331,7 +331,7 @@ def scratch_elems(og, cg, kern, sp, stride, padding, dilation, packed=False):
     if cg == 1:  # the padded plane (if padded), then a flat output plane as wide
         padded = prod(sp[i] + 2 * padding[i] for i in range(2))
         eight = lanes_scratch(sp[0], sp[1], padding[0], padding[1], osp[0], osp[1],
-                              stride[0], dilation[0]) \
+                              dilation[0]) \
             if og == 1 and kern == [3, 3] else 0
         return (padded + PAD_GAP if any(padding) else 0) + padded + eight
     pointwise = kern == [1, 1] and stride == [1, 1] and padding == [0, 0]

@@ -28,7 +28,7 @@ from pyruntime.kernels.fast.nb import ptr_like
 LANES = 8  # channels side by side
 
 
-def ring_rows(Hp, Wp, sh, dh):
+def ring_rows(Hp, Wp, dh):
     """Rows in ``planes8``'s ring of padded input rows: an output row's three (an input row
     is made just before the first output row that reads it, into the row no output row
     reads any more), or the whole plane when it fits in 32 KB (the ring never wraps)."""
@@ -44,13 +44,13 @@ WHOLE_OUT = 8192
 
 
 def _scratch_of(rows_of):
-    def lanes_scratch(H, W, ph, pw, OH, OW, sh, dh):
+    def lanes_scratch(H, W, ph, pw, OH, OW, dh):
         """Scratch elements ``planes8`` needs: a ring of padded input rows (``ring_rows``),
         the taps, the outputs (``WHOLE_OUT``), all channel-last; and 15 to start them at a
         64-byte boundary (``lanes_start``)."""
         outs = OH * OW if OH * OW * LANES <= WHOLE_OUT else OW + LANES
         Wp = W + 2 * pw
-        return LANES * (rows_of(H + 2 * ph, Wp, sh, dh) * Wp + 9 + outs) + 15
+        return LANES * (rows_of(H + 2 * ph, Wp, dh) * Wp + 9 + outs) + 15
     return lanes_scratch
 
 
@@ -224,7 +224,7 @@ def planes8(buf, ba, at, xa, xb, xend, H, W, wa, oc, oa, ob, ph, pw, sh, sw, dh,
     plane the ring holds whole keeps its pad columns zero from then on)."""
     Wp = W + 2 * pw
     Hp = H + 2 * ph
-    R = ring_rows_nb(Hp, Wp, sh, dh)
+    R = ring_rows_nb(Hp, Wp, dh)
     wt = at + R * Wp * LANES
     ot = wt + LANES * 9
     plane = H * W
