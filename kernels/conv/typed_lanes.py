@@ -80,8 +80,8 @@ def _row8(typingctx, p0, p1, p2, c1, step, pw, pout, count, mode, pe, se):
     """``count`` positions of eight float32 lanes at ``pout`` (32 bytes apart), each
     0 + w0 x0 + ... + w8 x8 in that order: tap (ki, kj) of position i at row ki's address
     (``p0``, ``p1``, ``p2``) + i step + kj c1, its weights at ``pw`` + 32 (3 ki + kj) (byte
-    addresses). A multiply then
-    an add, or with ``mode & ROW_FMA`` one fused multiply-add a tap. With
+    addresses). A multiply then an add, or with ``mode & ROW_FMA`` one fused multiply-add a
+    tap. With
     ``mode & ROW_EPILOGUE``, then ``channel_epilogue``'s operations on each lane before the
     store, in its order: ((v + cb) - mu) * inv * wc + bc, then relu (``ROW_RELU``) or
     clamp to [lo, hi] (NaN kept by both); the lanes' seven constants as vectors at ``pe``,
@@ -302,7 +302,7 @@ def _ring_row(buf, ba, d, xa, xb, xend, ih, H, W, pw, plane, zero, pads):
         i0 = iw if iw + LANES <= W or W < LANES else W - LANES
         if s + i0 + (LANES - 1) * plane + LANES <= xend and W + pw >= LANES:
             _t8x8(xa + 4 * (s + i0), 4 * plane, ba + 4 * (dd + i0 * LANES), 4 * LANES)
-        else:  # the input's last elements: one at a time
+        else:  # a plane narrower than its pad allows, or the input's end: one at a time
             xp = ptr_like(xa, zero)
             for c in range(LANES):
                 for j in range(i0, min(i0 + LANES, W)):
