@@ -27,7 +27,7 @@ from pyruntime.kernels.conv.typed_direct import (EP_BIAS, EP_BN, EP_CLAMP, EP_RE
                                                  channel_epilogue, direct_conv)
 from pyruntime.kernels.conv.typed_lanes import LANES, lanes_scratch, lanes_scratch_nb
 from pyruntime.kernels.fast.deferred import carray, njit
-from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of
+from pyruntime.kernels.fast.gemm import MR, has_fma, nr_of, swapped_nb
 from pyruntime.kernels.fast.nb import (INVALID_ARGUMENT, NOT_SUPPORTED, OK, SPLIT_WHOLE, ST_F32,
                              ST_F64, desc, lazy, ptr_like, resize_to)
 from pyruntime.kernels.fast.ordered import (PK_A_ROWS, gemm_scratch, ordered_gemm, pack_weight,
@@ -111,9 +111,11 @@ def _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, c0, c
 
 @njit
 def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh, dw,
-               OH, OW, zero, item, ep, flags, c0, c1, r0, r1, fma):
+               OH, OW, zero, item, ep, pep, flags, c0, c1, r0, r1, fma):
     """Per batch and group: out (Og, L) = W_g (Og, Cg*k) @ cols (Cg*k, L), in k order,
-    then the fused epilogue (if any) on the block while it is recent; only output
+    with the fused epilogue (if any) run by the gemm on its sums before it stores them
+    (``pep``: its constants' address), or where the gemm cannot (its product swapped), on
+    the block after it while it is recent; only output
     columns [c0, c1) of each plane, and rows [r0, r1) of each group's (a packed weight's
     rows from a panel boundary). ``buf`` holds the im2col columns, then the gemm's own
     scratch."""
@@ -133,23 +135,28 @@ def _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, p
             pwt = wt + gi * wstep + r0 * kg * item if wt else 0
             j0 = c0
             while j0 < c1:
-                # with an epilogue, in column chunks: each chunk's outputs are still in cache
-                # when the epilogue runs (a pointwise 96 x 112*112 block is 4.8 MB)
-                nc = c1 - j0 if not flags or c1 - j0 < 2 * EP_CHUNK else EP_CHUNK
+                nc = c1 - j0
+                # im2col in chunks whose columns the gemm reads while in cache (unless the
+                # weight is packed by each gemm call: that would repeat)
+                if not pointwise and wt and nc >= 2 * COL_CHUNK:
+                    nc = COL_CHUNK
+                # an epilogue the gemm cannot run goes in column chunks: each chunk's outputs
+                # are still in cache when it runs (a pointwise 96 x 112*112 block is 4.8 MB)
+                if flags and swapped_nb(r1 - r0, nc, nr) and nc >= 2 * EP_CHUNK:
+                    nc = EP_CHUNK
                 if pointwise:  # B: the input plane itself
                     pb, ldb = x[D_DATA] + (xbase + j0) * item, L
-                else:  # this chunk's im2col columns, read by the gemm while in cache
-                    # (unless the weight is packed by each gemm call: that would repeat)
-                    if wt and c1 - j0 >= 2 * COL_CHUNK:
-                        nc = COL_CHUNK
+                else:
                     _im2col(cols, xp, xbase, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW, j0,
                             j0 + nc)
                     pb, ldb = pcols, nc
-                ordered_gemm(r1 - r0, nc, kg, w[0] + (gi * og + r0) * kg * item, kg, 1,
-                             pb, ldb, 1,
-                             o[D_DATA] + ((n * O + gi * og + r0) * L + j0) * item, L, gscr, zero,
-                             item, pwt, wk if wt else 0, fma)
-                if flags:
+                pe = pep + (gi * og + r0) * item if flags else 0
+                done = ordered_gemm(r1 - r0, nc, kg, w[0] + (gi * og + r0) * kg * item, kg, 1,
+                                    pb, ldb, 1,
+                                    o[D_DATA] + ((n * O + gi * og + r0) * L + j0) * item, L,
+                                    gscr, zero, item, pwt, wk if wt else 0, fma, pe, O,
+                                    flags & EP_RELU)
+                if flags and not done:
                     of = ptr_like(o[D_DATA], zero)
                     for oc in range(gi * og + r0, gi * og + r1):
                         channel_epilogue(of, (n * O + oc) * L + j0, nc, oc, O, ep, flags)
@@ -271,7 +278,8 @@ def _conv_part(block, x, w, o, nd, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw,
             wt = block[B_WT]
             wk = block[B_WK] if wt else 0
             _gemm_conv(buf, x, w, wt, wk, o, N, C, H, W, O, g, Cg, KH, KW, sh, sw, ph, pw, dh,
-                       dw, OH, OW, zero, item, ep, flags, c0, c1, r0, r1, block[B_FMA])
+                       dw, OH, OW, zero, item, ep, block[B_EP], flags, c0, c1, r0, r1,
+                       block[B_FMA])
     elif flags:
         for p in range(p0, p1):
             if q0 <= p % O < q1:

@@ -22,6 +22,7 @@ from llvmlite import ir
 
 from pyruntime.kernels.fast.copy_engine import _t8x8
 from pyruntime.kernels.fast.deferred import cgutils, intrinsic, njit, types
+from pyruntime.kernels.fast.epilogue_ir import emit_epilogue
 from pyruntime.kernels.fast.gemm import has_fma
 from pyruntime.kernels.fast.nb import ptr_like
 
@@ -119,18 +120,9 @@ def _row8(typingctx, p0, p1, p2, c1, step, pw, pout, count, mode, pe, se):
             """The epilogue (``ep``: None, "relu", "clamp") on the sums of positions
             first, first + 1, ..., a constant at a time, then the stores."""
             if ep is not None:
-                ops = (builder.fadd, builder.fsub, builder.fmul, builder.fmul, builder.fadd)
-                for k, op in enumerate(ops):
-                    c = load(builder.add(pe_, builder.mul(se_, const(k))))
-                    acc = [op(v, c) for v in acc]
-                if ep == "relu":
-                    acc = [builder.select(builder.fcmp_unordered(">", v, zero), v, zero)
-                           for v in acc]
-                else:
-                    lo = load(builder.add(pe_, builder.mul(se_, const(5))))
-                    acc = [builder.select(builder.fcmp_ordered("<", v, lo), lo, v) for v in acc]
-                    hi = load(builder.add(pe_, builder.mul(se_, const(6))))
-                    acc = [builder.select(builder.fcmp_ordered(">", v, hi), hi, v) for v in acc]
+                acc = emit_epilogue(
+                    builder, acc, lambda k: load(builder.add(pe_, builder.mul(se_, const(k)))),
+                    ep == "relu", zero)
             for j, v in enumerate(acc):
                 at = builder.add(pout_, builder.mul(builder.add(first, const(j)), const(32)))
                 builder.store(v, _v8(builder, at), align=4)

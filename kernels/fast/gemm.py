@@ -22,6 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from pyruntime.kernels.fast.deferred import cgutils, intrinsic, njit, types
+from pyruntime.kernels.fast.epilogue_ir import emit_epilogue
 from pyruntime.kernels.fast.nb import ptr_like
 
 MR = 6  # rows per A panel (and the largest micro-tile)
@@ -51,10 +52,15 @@ def wide_vectors() -> bool:
 
 
 def _microkernel(mr, panels=1):
-    """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, fma, marker)``: C[0:mr, 0:NR] (row
-    stride ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc, 0:NR], k in
-    order; B's rows ``ldb`` elements apart (NR: a packed panel). With ``panels`` > 1 it
-    takes ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, fma, marker)`` and computes C[0:mr,
+    """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, marker)``: C[0:mr,
+    0:NR] (row stride ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc,
+    0:NR], k in order; B's rows ``ldb`` elements apart (NR: a packed panel). With ``pe``
+    not 0, each row r's sums then go through the fused per-channel epilogue (``epilogue_ir``)
+    before the store, row r's seven constants at ``pe`` + (r + j * ``eo``) elements, j = 0..6,
+    with relu (``relu`` not 0) or the clamp: the caller passes it with the last k block
+    only. With ``panels`` > 1 it
+    takes ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, fma, pe, eo, relu, marker)`` and
+    computes C[0:mr,
     0:panels*NR] from ``panels`` B panels ``pstride`` elements apart, each element the
     same sum: in one k loop (more accumulators in flight: one row, a matrix-vector product,
     is latency-bound on one panel's) when there are registers for them (one row, or
@@ -69,10 +75,10 @@ def _microkernel(mr, panels=1):
 
     def codegen(context, builder, signature, args):
         if panels == 1:
-            pa, pb, ldb, pc, ldc, kc, load, fma, _ = args
+            pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, _ = args
             pstride = None
         else:
-            pa, pb, ldb, pstride, pc, ldc, kc, load, fma, _ = args
+            pa, pb, ldb, pstride, pc, ldc, kc, load, fma, pe, eo, relu, _ = args
         mt = signature.args[-1]
         fty = context.get_value_type(mt)
         # lanes of a 512-bit vector where the target has them (one per panel row: twice
@@ -151,6 +157,25 @@ def _microkernel(mr, panels=1):
                         k_loop(True)
                     with plain:
                         k_loop(False)
+            with builder.if_then(builder.icmp_signed("!=", pe, ir.Constant(i64, 0))):
+                E = builder.inttoptr(pe, fp)
+                with builder.if_else(builder.icmp_signed("!=", relu, ir.Constant(i64, 0))) as (
+                        with_relu, with_clamp):
+                    for branch, is_relu in ((with_relu, True), (with_clamp, False)):
+                        with branch:
+                            for r in range(mr):
+                                def constant(j, r=r):
+                                    at = builder.add(ir.Constant(i64, r),
+                                                     builder.mul(ir.Constant(i64, j), eo))
+                                    c = builder.load(builder.gep(E, [at]))
+                                    return builder.shuffle_vector(
+                                        builder.insert_element(undef, c, ir.Constant(i32, 0)),
+                                        undef, splat_mask)
+
+                                out = emit_epilogue(builder, [builder.load(a) for a in acc[r]],
+                                                    constant, is_relu, zero)
+                                for a, v in zip(acc[r], out):
+                                    builder.store(v, a)
             for r in range(mr):
                 for v, (q, i) in enumerate(vs):
                     builder.store(builder.load(acc[r][v]), cptr(r, q, i), align=align)
@@ -158,12 +183,12 @@ def _microkernel(mr, panels=1):
 
     if panels == 1:
         @intrinsic
-        def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, fma, marker):
-            return typer(9, marker)
+        def mk(typingctx, pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, marker):
+            return typer(12, marker)
     else:
         @intrinsic
-        def mk(typingctx, pa, pb, ldb, pstride, pc, ldc, kc, load, fma, marker):
-            return typer(10, marker)
+        def mk(typingctx, pa, pb, ldb, pstride, pc, ldc, kc, load, fma, pe, eo, relu, marker):
+            return typer(13, marker)
     return mk
 
 
@@ -177,19 +202,19 @@ _mk6x4 = _microkernel(MR, panels=4)
 
 
 @njit(inline="always")
-def micro_kernel(mr, pa, pb, ldb, pc, ldc, kc, load, zero, fma=0):
+def micro_kernel(mr, pa, pb, ldb, pc, ldc, kc, load, zero, fma=0, pe=0, eo=0, relu=0):
     if mr == 6:
-        _mk6(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
+        _mk6(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, zero)
     elif mr == 5:
-        _mk5(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
+        _mk5(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, zero)
     elif mr == 4:
-        _mk4(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
+        _mk4(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, zero)
     elif mr == 3:
-        _mk3(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
+        _mk3(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, zero)
     elif mr == 2:
-        _mk2(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
+        _mk2(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, zero)
     else:
-        _mk1(pa, pb, ldb, pc, ldc, kc, load, fma, zero)
+        _mk1(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, zero)
 
 
 # ---- packing -------------------------------------------------------------------------------
@@ -298,12 +323,14 @@ def blocked_scratch(m, n, k, packed_a, packed_b, nr):
 
 @njit
 def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero, item,
-            fma=0):
+            fma=0, pe=0, eo=0, relu=0):
     """C (m x n, element strides crs, ccs) = A @ B, every element a running sum in k order
     from zero. A, B by address and element strides, or (``pap``/``pbp`` != 0) already
     packed as ``pack_rows`` / ``pack_cols``. B with contiguous rows is read in place (only
     a last, partial column panel is packed). ``S``: ``blocked_scratch`` elements. ``fma``
-    (math="fast"): the micro-kernels fuse each multiply-add."""
+    (math="fast"): the micro-kernels fuse each multiply-add. ``pe`` (not 0): row i's sums
+    then go through the fused per-channel epilogue before they are stored, its constants
+    at ``pe`` + (i + j * ``eo``) elements (see ``_microkernel``)."""
     nr = 64 // item
     if m <= 0 or n <= 0:
         return
@@ -340,9 +367,11 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
         for t0 in range(0, k, KC):
             kc = min(KC, k - t0)
             load = 1 if t0 > 0 else 0
+            last = pe != 0 and t0 + kc >= k
             for i0 in range(0, m, MR):
                 mr = min(MR, m - i0)
                 a = pap + (i0 * k + t0 * MR) * item
+                e = pe + i0 * item if last else 0
                 jj = 0
                 while jj < nb:
                     j = j0 + jj
@@ -356,16 +385,16 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                             b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
                         pt = pc + (i0 * crs + j) * item
                         if mr == 1 and nb - jj >= 4 * nr:
-                            _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
+                            _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
                             jj += 4 * nr
                         elif mr == 1:
-                            _mk1x2(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
+                            _mk1x2(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
                             jj += 2 * nr
                         elif nb - jj >= 4 * nr:
-                            _mk6x4(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
+                            _mk6x4(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
                             jj += 4 * nr
                         else:
-                            _mk6x2(a, b, ldb, pst, pt, crs, kc, load, fma, zero)
+                            _mk6x2(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
                             jj += 2 * nr
                         continue
                     jc = jj  # this panel's column in the block
@@ -381,13 +410,13 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                         b, ldb = pbb + t0 * nr * item, nr
                     if nc == nr and ccs == 1:
                         micro_kernel(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero,
-                                     fma)
+                                     fma, e, eo, relu)
                         continue
                     if load:
                         for r in range(mr):
                             for c in range(nc):
                                 T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
-                    micro_kernel(mr, a, b, ldb, tile, nr, kc, load, zero, fma)
+                    micro_kernel(mr, a, b, ldb, tile, nr, kc, load, zero, fma, e, eo, relu)
                     for r in range(mr):
                         for c in range(nc):
                             C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]

@@ -50,24 +50,30 @@ def pack_weight(w, m, n, as_a):
 
 @njit
 def ordered_gemm(m, n, k, pa, ars, acs, pb, brs, bcs, pc, ldc, S, zero, item, pw=0, pwk=0,
-                 fma=0):
+                 fma=0, pe=0, eo=0, relu=0):
     """C (m x n, row stride ldc) = A @ B, each element a running sum in k order from zero.
 
     ``pa``/``pb``/``pc`` are data addresses, A and B addressed by element strides;
     ``S`` is a scratch array of at least ``gemm_scratch(m, n, k)`` elements; ``pw``, when
     not 0, is A or B packed by ``pack_weight`` (kind ``pwk``), used when the sizes pick
     the orientation it was packed for. ``fma`` (math="fast") fuses each multiply-add:
-    the same order, one rounding per step instead of two."""
+    the same order, one rounding per step instead of two. ``pe`` (not 0): a per-row
+    epilogue to run on the sums in registers before they are stored (``blocked``), done
+    only where C is computed row by row (not swapped) and k > 0. Returns 1 if it ran the
+    epilogue, else 0 (the caller then runs it on the stored C)."""
     if m == 0 or n == 0:
-        return
+        return 0
     if swapped_nb(m, n, 64 // item):  # C^T (n x m) = B^T (n x k) @ A^T (k x m)
         pap = pw if pwk == PK_BT_ROWS else 0
         pbp = pw if pwk == PK_AT_COLS else 0
         blocked(n, m, k, pb, bcs, brs, pap, pa, acs, ars, pbp, pc, 1, ldc, S, zero, item, fma)
-    else:
-        pap = pw if pwk == PK_A_ROWS else 0
-        pbp = pw if pwk == PK_B_COLS else 0
-        blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, ldc, 1, S, zero, item, fma)
+        return 0
+    pap = pw if pwk == PK_A_ROWS else 0
+    pbp = pw if pwk == PK_B_COLS else 0
+    e = pe if k > 0 else 0
+    blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, ldc, 1, S, zero, item, fma, e,
+            eo, relu)
+    return 1 if e != 0 else 0
 
 
 def packed_size(rows, cols, k, kind, itemsize):

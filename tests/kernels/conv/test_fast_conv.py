@@ -251,51 +251,107 @@ def test_split_parts_report_errors(monkeypatch):
     assert status != 0 and n == 2
 
 
-@pytest.mark.parametrize("act", [("relu",), ("clamp", -0.5, 0.5)])
+def _fused(x_shape, w_shape, stride, pad, groups, act, dtype=np.float32, threads=1,
+           math="exact"):
+    """A convolution (with bias) fused with a batch norm and ``act`` by ``bind_fused``, run as
+    the fast loop runs it (split into up to ``threads`` parts): (its out, the unfused
+    operations' result: the compiled convolution in the same math, then each epilogue
+    operation rounded in turn, as the separate kernels compute it). NaN, infinities and
+    -0.0 in the input."""
+    from pyruntime.cython_ext._loop import Loop
+    from pyruntime.kernels.conv import typed as conv_mod
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(x_shape) * 2).astype(dtype)
+    flat = x.reshape(-1)
+    flat[[7, 50, -1, -20]] = np.nan, np.inf, -0.0, -np.inf
+
+    def const(a):
+        a = np.ascontiguousarray(a, dtype)
+        a.flags.writeable = False
+        return ETensor.from_array(a)
+    c = w_shape[0]
+    w = rng.standard_normal(w_shape).astype(dtype)
+    cb, mu, bw, bb = (rng.standard_normal(c).astype(dtype) for _ in range(4))
+    var = (rng.random(c) + 0.1).astype(dtype)
+    eps = 1e-5
+    osz = [(x_shape[2 + i] + 2 * pad - w_shape[2 + i]) // stride + 1 for i in range(2)]
+    xt, out = ETensor.from_array(x), static_out((x_shape[0], c, *osz), dtype)
+    conv = (xt, const(w), const(cb), [stride, stride], [pad, pad], [1, 1], False, [0, 0],
+            groups)
+    bn = (const(bw), const(bb), const(mu), const(var), eps)
+    ts = [xt, conv[1], conv[2], out, *bn[:4]]
+    table = DescTable(ts, [t.storage for t in ts])
+    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [], threads, math)
+    r = conv_mod.bind_fused(ctx, conv, bn, act, out)
+    loop = Loop(1)
+    loop.set_kernel(0, *r)
+    for i, t in enumerate(ts):
+        table.push(i, t, force=True)
+    assert loop.run(None, 10) == 0
+    table.pull(3, out)
+    y = static_out(out.shape, dtype)
+    status, _ = call_split(OP, x, w, None, [stride, stride], [pad, pad], [1, 1], False, [0, 0],
+                           groups, y, threads=1, math=math)
+    assert status == 0
+    inv = (1.0 / np.sqrt(var.astype(np.float64) + eps)).astype(dtype)
+    k = (None, slice(None), None, None)
+    v = ((y.numpy() + cb[k]) - mu[k]) * inv[k] * bw[k] + bb[k]
+    if act[0] == "relu":
+        want = np.where((v > 0) | np.isnan(v), v, dtype(0))
+    else:
+        lo, hi = dtype(act[1]), dtype(act[2])
+        want = np.where(v < lo, lo, v)
+        want = np.where(want > hi, hi, want)
+    return out.numpy(), want
+
+
+def _same_bits(got, want):
+    u = np.uint32 if got.dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(got.view(u), want.view(u))
+
+
+ACTS = [("relu",), ("clamp", -0.5, 0.5)]
+
+
+@pytest.mark.parametrize("act", ACTS)
 @pytest.mark.parametrize("shape,stride", [((2, 20, 4, 4), 1), ((1, 16, 7, 7), 2),
                                           ((1, 16, 40, 40), 1), ((2, 16, 37, 37), 2)])
 def test_fused_depthwise_eight_channels_at_a_time(act, shape, stride):
     """A depthwise 3x3 convolution (eight channels per vector, the planes left over one at
     a time; small planes held whole, large ones through the ring of rows) fused with a
-    batch norm and relu or clamp: the unfused operations' bits (NaN, infinities and -0.0
-    in the input)."""
-    from pyruntime.kernels.conv.typed import bind_fused
+    batch norm and relu or clamp: the unfused operations' bits."""
+    _same_bits(*_fused(shape, (shape[1], 1, 3, 3), stride, 1, shape[1], act))
 
-    c = shape[1]
-    rng = np.random.default_rng(5)
-    x = (rng.standard_normal(shape) * 2).astype(np.float32)
-    x[0, 0, 1, 1], x[0, 9, 2, 2], x[-1, 3, 0, 0], x[0, 12, 3, 2] = np.nan, np.inf, -0.0, -np.inf
 
-    def const(a):
-        a = np.ascontiguousarray(a, np.float32)
-        a.flags.writeable = False
-        return ETensor.from_array(a)
-    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
-    cb, mu, bw, bb = (rng.standard_normal(c).astype(np.float32) for _ in range(4))
-    var = (rng.random(c) + 0.1).astype(np.float32)
-    eps = 1e-5
-    oh = (shape[2] + 2 - 3) // stride + 1
-    xt, out = ETensor.from_array(x), static_out((shape[0], c, oh, oh), np.float32)
-    conv = (xt, const(w), const(cb), [stride, stride], [1, 1], [1, 1], False, [0, 0], c)
-    bn = (const(bw), const(bb), const(mu), const(var), eps)
-    ts = [xt, conv[1], conv[2], out, *bn[:4]]
-    table = DescTable(ts, [t.storage for t in ts])
-    ctx = BindContext(table, {id(t): i for i, t in enumerate(ts)}, [])
-    fn, block = bind_fused(ctx, conv, bn, act, out)
-    assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(fn)(block) == 0
-    table.pull(3, out)
-    y = static_out(out.shape, np.float32)
-    call(OP, x, w, None, [stride, stride], [1, 1], [1, 1], False, [0, 0], c, y)
-    inv = (1.0 / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
-    k = (None, slice(None), None, None)
-    v = ((y.numpy() + cb[k]) - mu[k]) * inv[k] * bw[k] + bb[k]
-    if act[0] == "relu":
-        want = np.where((v > 0) | np.isnan(v), v, np.float32(0))
-    else:
-        lo, hi = np.float32(act[1]), np.float32(act[2])
-        want = np.where(v < lo, lo, v)
-        want = np.where(want > hi, hi, want)
-    np.testing.assert_array_equal(out.numpy().view(np.uint32), want.view(np.uint32))
+# (input shape, weight shape, stride, padding, groups) of convolutions run by the ordered
+# gemm, which runs the epilogue on its sums before it stores them (unless it computes the
+# product swapped: then on the stored block)
+GEMM_FUSED = [
+    ((1, 300, 9, 11), (40, 300, 1, 1), 1, 0, 1),    # k = 300 > KC: the last k block only;
+    #                                                 edge rows (40) and columns (99)
+    ((1, 16, 40, 40), (24, 16, 1, 1), 1, 0, 1),     # 1600 columns: > NCB, > 2 * EP_CHUNK
+    ((1, 24, 3, 3), (70, 24, 1, 1), 1, 0, 1),       # 9 positions, 70 channels: swapped
+    ((2, 8, 10, 9), (20, 8, 3, 3), 1, 1, 1),        # im2col, two images
+    ((1, 8, 12, 12), (12, 4, 3, 3), 2, 1, 2),       # im2col, grouped, stride 2
+    ((1, 3, 40, 40), (32, 3, 3, 3), 2, 1, 1),       # a stem: 400 columns in COL_CHUNKs
+]
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("case", GEMM_FUSED)
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("math", ["exact", "fast"])
+def test_fused_gemm_convolution(case, act, threads, math):
+    """A gemm convolution fused with a batch norm and relu or clamp, in the gemm's micro
+    kernels before the store (or after, when swapped): the unfused operations' bits, in
+    both math modes (fast: the same FMA sums, then the same epilogue), split or whole."""
+    _same_bits(*_fused(*case, act, threads=threads, math=math))
+
+
+@pytest.mark.parametrize("case", GEMM_FUSED[:2] + GEMM_FUSED[3:4])
+def test_fused_gemm_convolution_float64(case):
+    _same_bits(*_fused(*case, ACTS[1], dtype=np.float64, threads=2))
 
 
 @pytest.mark.parametrize("case", LANES_CASES)
