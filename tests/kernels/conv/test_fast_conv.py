@@ -332,6 +332,8 @@ GEMM_FUSED = [
     #                                                 edge rows (40) and columns (99)
     ((1, 16, 40, 40), (24, 16, 1, 1), 1, 0, 1),     # 1600 columns: > NCB, > 2 * EP_CHUNK
     ((1, 24, 3, 3), (70, 24, 1, 1), 1, 0, 1),       # 9 positions, 70 channels: swapped
+    ((1, 32, 8, 8), (108, 32, 1, 1), 1, 0, 1),      # 108 channels > 64 positions: split by
+    #                                                 rows (each part's epilogue from its row)
     ((2, 8, 10, 9), (20, 8, 3, 3), 1, 1, 1),        # im2col, two images
     ((1, 8, 12, 12), (12, 4, 3, 3), 2, 1, 2),       # im2col, grouped, stride 2
     ((1, 3, 40, 40), (32, 3, 3, 3), 2, 1, 1),       # a stem: 400 columns in COL_CHUNKs
@@ -349,7 +351,7 @@ def test_fused_gemm_convolution(case, act, threads, math):
     _same_bits(*_fused(*case, act, threads=threads, math=math))
 
 
-@pytest.mark.parametrize("case", GEMM_FUSED[:2] + GEMM_FUSED[3:4])
+@pytest.mark.parametrize("case", GEMM_FUSED[:2] + GEMM_FUSED[4:5])
 def test_fused_gemm_convolution_float64(case):
     _same_bits(*_fused(*case, ACTS[1], dtype=np.float64, threads=2))
 
