@@ -8,9 +8,8 @@ separate pass over the stored outputs.
 """
 from __future__ import annotations
 
-# the constants' places in an epilogue's table (``bind_fused``): bias, mean, invstd,
-# weight, bias, then the clamp's bounds
-EP_CONSTANTS = 7
+# the clamp's bounds' places in an epilogue's seven constants (``bind_fused``: bias, mean,
+# invstd, weight, bias, then the bounds)
 EP_LO, EP_HI = 5, 6
 
 

@@ -28,6 +28,7 @@ from pyruntime.kernels.fast.nb import ptr_like
 MR = 6  # rows per A panel (and the largest micro-tile)
 KC = 256  # k steps per block: a B panel (KC x NR) is 16 KiB, in L1
 NCB = 256  # B columns packed per block (KC x NCB: 256 KiB, in L2)
+L1_BYTES = 32768  # B rows of a block up to which the block is passed whole (see ``blocked``)
 
 
 def nr_of(itemsize):
@@ -55,16 +56,15 @@ def _microkernel(mr, panels=1):
     """Intrinsic ``mk(pa, pb, ldb, pc, ldc, kc, load, fma, pe, eo, relu, marker)``: C[0:mr,
     0:NR] (row stride ldc, element units) = (C if load else 0) + A_panel[0:kc] x B[0:kc,
     0:NR], k in order; B's rows ``ldb`` elements apart (NR: a packed panel). With ``pe``
-    not 0, each row r's sums then go through the fused per-channel epilogue (``epilogue_ir``)
-    before the store, row r's seven constants at ``pe`` + (r + j * ``eo``) elements, j = 0..6,
-    with relu (``relu`` not 0) or the clamp: the caller passes it with the last k block
-    only. With ``panels`` > 1 it
-    takes ``mk(pa, pb, ldb, pstride, pc, ldc, kc, load, fma, pe, eo, relu, marker)`` and
-    computes C[0:mr,
-    0:panels*NR] from ``panels`` B panels ``pstride`` elements apart, each element the
-    same sum: in one k loop (more accumulators in flight: one row, a matrix-vector product,
-    is latency-bound on one panel's) when there are registers for them (one row, or
-    512-bit vectors: 32 registers, one vector per panel row), else one loop per panel.
+    not 0, each row r's sums then go through the fused per-channel epilogue
+    (``epilogue_ir``) before the store, row r's seven constants at ``pe`` + (r + j * ``eo``)
+    elements, j = 0..6, with relu (``relu`` not 0) or the clamp: the caller passes it with
+    the last k block only. With ``panels`` > 1 it takes ``mk(pa, pb, ldb, pstride, pc, ldc,
+    kc, load, fma, pe, eo, relu, marker)`` and computes C[0:mr, 0:panels*NR] from
+    ``panels`` B panels ``pstride`` elements apart, each element the same sum: in one k
+    loop (more accumulators in flight: one row, a matrix-vector product, is latency-bound
+    on one panel's) when there are registers for them (one row, or 512-bit vectors: 32
+    registers, one vector per panel row), else one loop per panel.
     With ``fma`` not 0 (``math="fast"``) on a target with FMA (``has_fma``; elsewhere
     it is ignored) each step is one ``llvm.fma`` (one rounding instead of two; half the
     instructions): a second k loop. Always the intrinsic, never a ``contract`` flag: LLVM
@@ -368,55 +368,66 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
             kc = min(KC, k - t0)
             load = 1 if t0 > 0 else 0
             last = pe != 0 and t0 + kc >= k
-            for i0 in range(0, m, MR):
-                mr = min(MR, m - i0)
-                a = pap + (i0 * k + t0 * MR) * item
-                e = pe + i0 * item if last else 0
-                jj = 0
-                while jj < nb:
-                    j = j0 + jj
-                    if ccs == 1 and (mr == 1 or mr == MR) and nb - jj >= 2 * nr:
-                        # full panels at once: four or two, for one row or a full tile
+            # B columns in groups of four panels that stay in L1 while every A panel passes
+            # them (the A panels, a few KB each, come from L2), when the block's B rows
+            # would not stay there: else the whole block at once, so an A panel's tiles
+            # write its C rows' columns in a row (measured: ResNet-18@224's gemms 46 -> 59
+            # GMAC/s where k = 576; MobileNetV2's 16 -> 96 at 112x112, k = 16, 524 -> 736
+            # us in groups)
+            gw = 4 * nr if kc * nb * item > L1_BYTES else nb
+            jg = 0
+            while jg < nb:
+                ge = min(nb, jg + gw)
+                for i0 in range(0, m, MR):
+                    mr = min(MR, m - i0)
+                    a = pap + (i0 * k + t0 * MR) * item
+                    e = pe + i0 * item if last else 0
+                    jj = jg
+                    while jj < ge:
+                        j = j0 + jj
+                        if ccs == 1 and (mr == 1 or mr == MR) and ge - jj >= 2 * nr:
+                            # full panels at once: four or two, for one row or a full tile
+                            if pbp != 0:
+                                b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
+                            elif not direct:
+                                b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
+                            else:
+                                b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
+                            pt = pc + (i0 * crs + j) * item
+                            if mr == 1 and ge - jj >= 4 * nr:
+                                _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
+                                jj += 4 * nr
+                            elif mr == 1:
+                                _mk1x2(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
+                                jj += 2 * nr
+                            elif ge - jj >= 4 * nr:
+                                _mk6x4(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
+                                jj += 4 * nr
+                            else:
+                                _mk6x2(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
+                                jj += 2 * nr
+                            continue
+                        jc = jj  # this panel's column in the block
+                        jj += nr
+                        nc = min(nr, n - j)
                         if pbp != 0:
-                            b, ldb, pst = pbp + (j * k + t0 * nr) * item, nr, nr * k
+                            b, ldb = pbp + (j * k + t0 * nr) * item, nr
                         elif not direct:
-                            b, ldb, pst = pbb + (jj * k + t0 * nr) * item, nr, nr * k
+                            b, ldb = pbb + (jc * k + t0 * nr) * item, nr
+                        elif nc == nr:
+                            b, ldb = pb + (t0 * brs + j) * item, brs
                         else:
-                            b, ldb, pst = pb + (t0 * brs + j) * item, brs, nr
-                        pt = pc + (i0 * crs + j) * item
-                        if mr == 1 and nb - jj >= 4 * nr:
-                            _mk1x4(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
-                            jj += 4 * nr
-                        elif mr == 1:
-                            _mk1x2(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
-                            jj += 2 * nr
-                        elif nb - jj >= 4 * nr:
-                            _mk6x4(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
-                            jj += 4 * nr
-                        else:
-                            _mk6x2(a, b, ldb, pst, pt, crs, kc, load, fma, e, eo, relu, zero)
-                            jj += 2 * nr
-                        continue
-                    jc = jj  # this panel's column in the block
-                    jj += nr
-                    nc = min(nr, n - j)
-                    if pbp != 0:
-                        b, ldb = pbp + (j * k + t0 * nr) * item, nr
-                    elif not direct:
-                        b, ldb = pbb + (jc * k + t0 * nr) * item, nr
-                    elif nc == nr:
-                        b, ldb = pb + (t0 * brs + j) * item, brs
-                    else:
-                        b, ldb = pbb + t0 * nr * item, nr
-                    if nc == nr and ccs == 1:
-                        micro_kernel(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero,
-                                     fma, e, eo, relu)
-                        continue
-                    if load:
+                            b, ldb = pbb + t0 * nr * item, nr
+                        if nc == nr and ccs == 1:
+                            micro_kernel(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero,
+                                         fma, e, eo, relu)
+                            continue
+                        if load:
+                            for r in range(mr):
+                                for c in range(nc):
+                                    T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
+                        micro_kernel(mr, a, b, ldb, tile, nr, kc, load, zero, fma, e, eo, relu)
                         for r in range(mr):
                             for c in range(nc):
-                                T[r * nr + c] = C[(i0 + r) * crs + (j + c) * ccs]
-                    micro_kernel(mr, a, b, ldb, tile, nr, kc, load, zero, fma, e, eo, relu)
-                    for r in range(mr):
-                        for c in range(nc):
-                            C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]
+                                C[(i0 + r) * crs + (j + c) * ccs] = T[r * nr + c]
+                jg = ge
