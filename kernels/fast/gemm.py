@@ -419,8 +419,8 @@ def blocked(m, n, k, pa, ars, acs, pap, pb, brs, bcs, pbp, pc, crs, ccs, S, zero
                         else:
                             b, ldb = pbb + t0 * nr * item, nr
                         if nc == nr and ccs == 1:
-                            micro_kernel(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc, load, zero,
-                                         fma, e, eo, relu)
+                            micro_kernel(mr, a, b, ldb, pc + (i0 * crs + j) * item, crs, kc,
+                                         load, zero, fma, e, eo, relu)
                             continue
                         if load:
                             for r in range(mr):
