@@ -21,7 +21,7 @@ _state = None  # (lib, {np.dtype: address}, set_threads, get_threads) once looke
 def _candidates():
     """Paths of OpenBLAS libraries numpy loaded (first) or ships next to itself, as they
     are needed: the folders are listed only when no loaded one serves (this runs in a
-    method's first execute)."""
+    method's load)."""
     seen = []
     try:
         with open("/proc/self/maps") as f:

@@ -388,6 +388,7 @@ def test_exact_arguments_run_all_in_c_and_the_others_take_the_general_path():
     fx = get_fixture("mlp")
     m = _load(fx)
     x, want = fx.calls[0][0], fx.expected[0][0]
+    assert not m._fast.pending and isinstance(m._bound, Bound)  # settled at load
     assert isinstance(m._make_bound(), Bound)
     np.testing.assert_array_equal(m.execute([x])[0], want)
     strided = np.asfortranarray(x)  # same values, not C-contiguous: converted
@@ -398,7 +399,8 @@ def test_exact_arguments_run_all_in_c_and_the_others_take_the_general_path():
         m.execute([x.astype(np.float64)])
     out = [np.zeros_like(want)]
     assert m.execute((x,), out=out) is out and np.array_equal(out[0], want)
-    assert not _load(get_fixture("mlp_dynamic"))._make_bound()  # dynamic: the general path
+    dynamic = _load(get_fixture("mlp_dynamic"))
+    assert dynamic._bound is False and not dynamic._make_bound()  # the general path
 
 
 def test_a_dim_ordered_input_takes_the_general_path_and_keeps_its_layout():
